@@ -1,0 +1,583 @@
+#include "service.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/checkpoint.h"
+#include "core/rng.h"
+#include "crypto/crypto.h"
+#include "data/dataset.h"
+#include "nn/model.h"
+#include "protocol/envelope.h"
+#include "transport/channel.h"
+
+namespace shoal::aggregator {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using protocol::Frame;
+using wire::ErrorCode;
+
+namespace {
+
+constexpr const char* kCheckpointFile = "checkpoint.shoal";
+constexpr size_t kMaxClientName = 64;
+
+int64_t MillisSince(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+}
+
+bool PrintableName(const std::string& s) {
+  if (s.empty() || s.size() > kMaxClientName) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) { return c > 32 && c < 127; });
+}
+
+}  // namespace
+
+class Service::Impl {
+ public:
+  explicit Impl(const AggregatorOptions& o) : o_(o) {}
+
+  Status Init();
+  Status Run(const std::atomic<bool>& stop);
+  std::string endpoint() const { return server_->endpoint(); }
+
+ private:
+  struct ClientState {
+    uint32_t id = 0;
+    std::string peer;
+    std::string name;
+    uint64_t num_examples = 0;
+    uint64_t last_sequence = 0;
+    Clock::time_point last_seen;
+  };
+
+  struct RoundState {
+    uint64_t number = 0;
+    bool open = false;
+    Clock::time_point started;
+    Clock::time_point deadline;
+    std::vector<uint32_t> selected;
+    std::map<uint32_t, protocol::ChunkAssembler> assembling;
+    std::map<uint32_t, uint64_t> update_examples;  // from the first chunk of each update
+    std::map<uint32_t, std::vector<std::pair<std::string, double>>> update_metrics;
+    std::map<uint32_t, ClientResult> results;
+    std::map<uint32_t, ClientFailure> failures;
+    transport::Traffic traffic_at_start;
+  };
+
+  // Frame handling.
+  void Handle(transport::ServerChannel::Inbound& in);
+  void HandleHello(const std::string& peer, const wire::Envelope* env);
+  void HandleUpdate(ClientState& c, const wire::Envelope* env);
+  void Reject(const std::string& peer, ErrorCode code, const std::string& reason, uint64_t round = 0);
+  void Send(const std::string& peer, const Frame& frame);
+  protocol::Header Header(uint64_t round) { return {session_, round, 0, ++sequence_}; }
+
+  // Client bookkeeping.
+  void DropClient(uint32_t id, const std::string& reason);
+  void ExpireClients();
+  bool IsSelected(uint32_t id) const {
+    return round_.open && std::find(round_.selected.begin(), round_.selected.end(), id) != round_.selected.end();
+  }
+  void FailClient(uint32_t id, const std::string& reason);
+
+  // Rounds.
+  bool MaybeStartRound();
+  bool RoundResolved() const { return round_.results.size() + round_.failures.size() >= round_.selected.size(); }
+  Status CloseRound();
+  Status WriteMetrics(const nlohmann::json& line);
+  Status SaveCheckpoint();
+  void SendByeToAll(const std::string& reason);
+
+  AggregatorOptions o_;
+  zmq::context_t ctx_{1};
+  std::unique_ptr<transport::ServerChannel> server_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Strategy> strategy_;
+  std::unique_ptr<nn::Mlp> model_;
+  data::Dataset test_;
+  TaskConfig task_;
+  ParameterArena global_;
+  std::string global_hash_;
+  size_t max_frame_bytes_ = 0;
+
+  uint64_t session_ = 0;
+  uint64_t sequence_ = 0;
+  uint32_t next_client_id_ = 1;
+  std::map<uint32_t, ClientState> clients_;
+  std::map<std::string, uint32_t> by_peer_;
+  uint64_t last_completed_ = 0;
+  RoundState round_;
+  bool waiting_logged_ = false;
+
+  std::ofstream metrics_;
+  uint64_t frames_rejected_ = 0;
+  std::map<std::string, uint64_t> rejected_by_code_;
+  uint64_t clients_dropped_total_ = 0;
+};
+
+Status Service::Impl::Init() {
+  if (o_.min_clients == 0) return Status::InvalidArgument("--min-clients must be at least 1");
+  if (!(o_.fraction > 0.0 && o_.fraction <= 1.0)) return Status::InvalidArgument("--fraction must be in (0, 1]");
+  if (o_.batch_size == 0) return Status::InvalidArgument("--batch-size must be at least 1");
+  if (o_.round_timeout_ms == 0) return Status::InvalidArgument("--round-timeout must be positive");
+  if (o_.heartbeat_interval_ms == 0 || o_.heartbeat_timeout_ms <= o_.heartbeat_interval_ms)
+    return Status::InvalidArgument("--heartbeat-timeout must be larger than --heartbeat-interval");
+  if (o_.chunk_bytes < 1024) return Status::InvalidArgument("--chunk-bytes must be at least 1024");
+  if (o_.resume && o_.checkpoint_dir.empty()) return Status::InvalidArgument("--resume needs --checkpoint-dir");
+  if (!(o_.test_fraction > 0.0 && o_.test_fraction < 1.0))
+    return Status::InvalidArgument("--test-fraction must be in (0, 1)");
+
+  SHOAL_ASSIGN_OR_RETURN(strategy_, MakeStrategy(o_.strategy));
+  SHOAL_ASSIGN_OR_RETURN(backend_, MakeBackend(o_.device));
+
+  // Data: the aggregator only keeps the held-out split, which no client ever receives.
+  const std::string data_dir = o_.data_dir.empty() ? data::DefaultDataDir() : o_.data_dir;
+  SHOAL_ASSIGN_OR_RETURN(data::Dataset full, data::LoadDataset(o_.dataset, data_dir));
+  SHOAL_ASSIGN_OR_RETURN(data::Split split, data::TrainTestSplit(full, o_.test_fraction, o_.seed));
+  test_ = std::move(split.test);
+
+  // Model and task.
+  SHOAL_ASSIGN_OR_RETURN(nn::ModelSpec spec, nn::ParseModelSpec(o_.model));
+  SHOAL_ASSIGN_OR_RETURN(model_, nn::Mlp::Create(spec, full.dim, full.num_classes, backend_.get()));
+  task_.model = nn::ModelSpecToString(spec);
+  task_.layout = model_->Layout();
+  task_.dataset = o_.dataset;
+  task_.optimizer = o_.optimizer;
+  task_.optimizer.learning_rate = o_.strategy.learning_rate;
+  task_.local_epochs = o_.strategy.local_epochs;
+  task_.local_steps = o_.strategy.local_steps;
+  task_.batch_size = o_.batch_size;
+  task_.prox_mu = o_.strategy.name == "fedprox" ? o_.strategy.prox_mu : 0.0f;
+  task_.seed = o_.seed;
+  task_.test_fraction = o_.test_fraction;
+  task_.codec = "none";
+  if (LayoutSize(task_.layout) * sizeof(float) > protocol::kMaxPayloadBytes)
+    return Status::InvalidArgument("model is larger than the protocol's payload limit");
+  global_ = ParameterArena(task_.layout);
+  model_->Init(&global_, o_.seed);
+
+  // Checkpoint: resume, or refuse to overwrite a committed run.
+  if (!o_.checkpoint_dir.empty()) {
+    const std::string path = (fs::path(o_.checkpoint_dir) / kCheckpointFile).string();
+    auto ck = ReadCheckpoint(path);
+    if (ck.ok() && !o_.resume)
+      return Status::FailedPrecondition("--checkpoint-dir " + o_.checkpoint_dir + " already holds round " +
+                                        std::to_string(ck->round) +
+                                        "; pass --resume to continue it, or choose an empty directory");
+    if (o_.resume) {
+      if (ck.ok()) {
+        if (ck->model_spec != task_.model)
+          return Status::InvalidArgument("checkpoint " + path + " is of model '" + ck->model_spec +
+                                         "', not '" + task_.model + "'; pass --model " + ck->model_spec);
+        if (!ck->params.SameLayout(global_))
+          return Status::Corruption("checkpoint " + path + " has layout " + LayoutToString(ck->params.Layout()) +
+                                    ", expected " + LayoutToString(task_.layout));
+        global_ = std::move(ck->params);
+        last_completed_ = ck->round;
+        for (const auto& [name, blob] : ck->sections)
+          if (name == "strategy") SHOAL_RETURN_IF_ERROR(strategy_->LoadState(blob).WithContext(path));
+        spdlog::info("resumed from {} at round {} (model_hash {})", path, last_completed_,
+                     crypto::ModelHash(global_.span()));
+      } else if (ck.status().code() == StatusCode::kNotFound) {
+        spdlog::info("--resume: no checkpoint in {} yet; starting at round 1", o_.checkpoint_dir);
+      } else {
+        return ck.status();
+      }
+    }
+  }
+  global_hash_ = crypto::ModelHash(global_.span());
+
+  if (!o_.metrics_out.empty()) {
+    metrics_.open(o_.metrics_out, o_.resume ? std::ios::app : std::ios::trunc);
+    if (!metrics_) return Status::IoError("cannot open --metrics-out " + o_.metrics_out + " for writing");
+  }
+
+  // Transport last, so a failure above never leaves a bound port behind.
+  max_frame_bytes_ = protocol::MaxFrameBytes(o_.chunk_bytes);
+  transport::SocketOptions so;
+  so.max_frame_bytes = static_cast<int64_t>(max_frame_bytes_);
+  SHOAL_ASSIGN_OR_RETURN(server_, transport::ServerChannel::Bind(ctx_, o_.listen, so));
+  session_ = crypto::RandomU64() | 1;  // never 0, which Hello uses
+  spdlog::info("listening on {} (model {}: {} parameters, dataset {}: {} held-out examples, strategy {})",
+               server_->endpoint(), task_.model, global_.size(), o_.dataset, test_.n, strategy_->name());
+  return Status::Ok();
+}
+
+void Service::Impl::Send(const std::string& peer, const Frame& frame) {
+  Status st = server_->Send(peer, frame);
+  if (!st.ok()) spdlog::debug("send to a peer failed: {}", st.message());
+}
+
+void Service::Impl::Reject(const std::string& peer, ErrorCode code, const std::string& reason, uint64_t round) {
+  ++frames_rejected_;
+  ++rejected_by_code_[wire::EnumNameErrorCode(code)];
+  // Log the first few in full, then only every 1000th, so a flood cannot fill the disk.
+  if (frames_rejected_ <= 10 || frames_rejected_ % 1000 == 0)
+    spdlog::warn("rejected frame #{} ({}): {}", frames_rejected_, wire::EnumNameErrorCode(code), reason);
+  Send(peer, protocol::EncodeError(Header(round), code, reason));
+}
+
+void Service::Impl::Handle(transport::ServerChannel::Inbound& in) {
+  std::span<const uint8_t> bytes(static_cast<const uint8_t*>(in.frame.data()), in.frame.size());
+  protocol::Verified v = protocol::VerifyFrame(bytes, max_frame_bytes_);
+  if (!v.ok()) return Reject(in.peer, v.error, v.reason);
+  const wire::Envelope* env = v.envelope;
+
+  if (env->message_type() == wire::Message::Hello) return HandleHello(in.peer, env);
+
+  // Everything else belongs to a registered client of this session.
+  if (env->session() != session_)
+    return Reject(in.peer, ErrorCode::UnknownSession, "session is not this aggregator's (it restarted?); send Hello");
+  auto pit = by_peer_.find(in.peer);
+  if (pit == by_peer_.end()) return Reject(in.peer, ErrorCode::NotRegistered, "this connection has not sent Hello");
+  ClientState& c = clients_.at(pit->second);
+  if (env->sender() != c.id)
+    return Reject(in.peer, ErrorCode::BadSender,
+                  "sender " + std::to_string(env->sender()) + " is not this connection's client id " + std::to_string(c.id));
+  if (env->sequence() <= c.last_sequence)
+    return Reject(in.peer, ErrorCode::Duplicate,
+                  "sequence " + std::to_string(env->sequence()) + " is not above " + std::to_string(c.last_sequence));
+  c.last_sequence = env->sequence();
+  c.last_seen = Clock::now();
+
+  switch (env->message_type()) {
+    case wire::Message::Heartbeat:
+      Send(c.peer, protocol::EncodeHeartbeat(Header(round_.number), false, 0.0f));
+      return;
+    case wire::Message::Update:
+      return HandleUpdate(c, env);
+    case wire::Message::Bye:
+      spdlog::info("client {} ({}) left", c.id, c.name);
+      DropClient(c.id, "left");
+      return;
+    default:
+      return Reject(in.peer, ErrorCode::MalformedFrame,
+                    std::string("a client may not send ") + protocol::MessageName(env->message_type()));
+  }
+}
+
+void Service::Impl::HandleHello(const std::string& peer, const wire::Envelope* env) {
+  const wire::Hello* h = env->message_as_Hello();
+  const std::string name = h->client_name() ? h->client_name()->str() : "";
+  if (!PrintableName(name))
+    return Reject(peer, ErrorCode::MalformedFrame, "Hello needs a client name of 1-64 printable characters");
+  // A Hello on a known connection, or a known name on a new connection, is a reconnect:
+  // the old registration goes (its round work, if any, is lost).
+  if (auto it = by_peer_.find(peer); it != by_peer_.end()) DropClient(it->second, "re-registered");
+  for (auto& [id, c] : clients_)
+    if (c.name == name) {
+      DropClient(id, "reconnected");
+      break;
+    }
+  if (clients_.size() >= o_.max_clients)
+    return Reject(peer, ErrorCode::Refused, "the aggregator is full (" + std::to_string(o_.max_clients) + " clients)");
+
+  ClientState c;
+  c.id = next_client_id_++;
+  c.peer = peer;
+  c.name = name;
+  c.num_examples = h->num_examples();
+  c.last_sequence = env->sequence();
+  c.last_seen = Clock::now();
+  protocol::WelcomeInfo w;
+  w.client_id = c.id;
+  w.task = task_;
+  w.heartbeat_interval_ms = o_.heartbeat_interval_ms;
+  w.heartbeat_timeout_ms = o_.heartbeat_timeout_ms;
+  w.chunk_bytes = o_.chunk_bytes;
+  w.max_frame_bytes = static_cast<uint32_t>(max_frame_bytes_);
+  Send(peer, protocol::EncodeWelcome(Header(0), w));
+  spdlog::info("client {} registered as id {} ({} examples, trainer {})", name, c.id, c.num_examples,
+               h->trainer() ? h->trainer()->str() : "?");
+  by_peer_[peer] = c.id;
+  clients_[c.id] = std::move(c);
+  waiting_logged_ = false;
+}
+
+void Service::Impl::HandleUpdate(ClientState& c, const wire::Envelope* env) {
+  const wire::Update* u = env->message_as_Update();
+  if (!round_.open || env->round() != round_.number)
+    return Reject(c.peer, ErrorCode::StaleRound,
+                  "update for round " + std::to_string(env->round()) + " but " +
+                      (round_.open ? "round " + std::to_string(round_.number) + " is open" : "no round is open"),
+                  env->round());
+  if (!IsSelected(c.id)) return Reject(c.peer, ErrorCode::Refused, "client was not selected this round", round_.number);
+  if (round_.results.count(c.id) || round_.failures.count(c.id))
+    return Reject(c.peer, ErrorCode::Duplicate, "this round's update was already settled", round_.number);
+  if (u->encoding() != wire::PayloadEncoding::DenseF32) {
+    Reject(c.peer, ErrorCode::MalformedFrame, "unsupported payload encoding", round_.number);
+    return FailClient(c.id, "rejected: unsupported encoding");
+  }
+  const uint64_t model_bytes = global_.size() * sizeof(float);
+  auto [it, inserted] = round_.assembling.try_emplace(c.id, model_bytes);
+  if (inserted) {
+    if (u->num_examples() == 0 || u->num_examples() > (uint64_t{1} << 40)) {
+      Reject(c.peer, ErrorCode::MalformedFrame, "num_examples must be in [1, 2^40]", round_.number);
+      return FailClient(c.id, "rejected: bad num_examples");
+    }
+    auto metrics = protocol::DecodeMetrics(u->metrics());
+    if (!metrics.ok()) {
+      Reject(c.peer, ErrorCode::MalformedFrame, metrics.status().message(), round_.number);
+      return FailClient(c.id, "rejected: " + metrics.status().message());
+    }
+    round_.update_examples[c.id] = u->num_examples();
+    round_.update_metrics[c.id] = std::move(*metrics);
+  }
+  Status st = it->second.Add(u->payload());
+  if (!st.ok()) {
+    Reject(c.peer, ErrorCode::MalformedFrame, st.message(), round_.number);
+    return FailClient(c.id, "rejected: " + st.message());
+  }
+  if (!it->second.complete()) return;
+  std::vector<uint8_t> bytes = it->second.Take();
+  round_.assembling.erase(it);
+  auto delta = protocol::DecodeDenseF32(bytes, global_.size());
+  if (!delta.ok()) {
+    Reject(c.peer, ErrorCode::ShapeMismatch, delta.status().message(), round_.number);
+    return FailClient(c.id, "rejected: " + delta.status().message());
+  }
+  ClientResult r;
+  r.client = c.name;
+  r.client_id = c.id;
+  r.num_examples = round_.update_examples[c.id];
+  r.delta = std::move(*delta);
+  r.metrics = std::move(round_.update_metrics[c.id]);
+  round_.results[c.id] = std::move(r);
+  Send(c.peer, protocol::EncodeAck(Header(round_.number), true));
+}
+
+void Service::Impl::FailClient(uint32_t id, const std::string& reason) {
+  if (!IsSelected(id) || round_.results.count(id) || round_.failures.count(id)) return;
+  round_.assembling.erase(id);
+  auto it = clients_.find(id);
+  round_.failures[id] = ClientFailure{it != clients_.end() ? it->second.name : "?", id, reason};
+  spdlog::warn("round {}: client {} failed: {}", round_.number, id, reason);
+}
+
+void Service::Impl::DropClient(uint32_t id, const std::string& reason) {
+  auto it = clients_.find(id);
+  if (it == clients_.end()) return;
+  FailClient(id, reason);
+  by_peer_.erase(it->second.peer);
+  clients_.erase(it);
+  ++clients_dropped_total_;
+}
+
+void Service::Impl::ExpireClients() {
+  std::vector<uint32_t> expired;
+  for (const auto& [id, c] : clients_)
+    if (MillisSince(c.last_seen) > o_.heartbeat_timeout_ms) expired.push_back(id);
+  for (uint32_t id : expired) {
+    spdlog::warn("client {} ({}) silent for over {} ms; dropped", id, clients_[id].name, o_.heartbeat_timeout_ms);
+    DropClient(id, "disconnected (heartbeat timeout)");
+  }
+}
+
+bool Service::Impl::MaybeStartRound() {
+  if (clients_.size() < o_.min_clients) {
+    if (!waiting_logged_) {
+      spdlog::info("waiting for clients: {} of {} registered", clients_.size(), o_.min_clients);
+      waiting_logged_ = true;
+    }
+    return false;
+  }
+  // Canonical order (by name), then a seeded shuffle: the same clients are chosen in every
+  // run with the same seed and membership.
+  std::vector<const ClientState*> eligible;
+  for (const auto& [id, c] : clients_) eligible.push_back(&c);
+  std::sort(eligible.begin(), eligible.end(),
+            [](const ClientState* a, const ClientState* b) { return std::tie(a->name, a->id) < std::tie(b->name, b->id); });
+  const size_t n = eligible.size();
+  size_t k = static_cast<size_t>(std::ceil(o_.fraction * static_cast<double>(n)));
+  k = std::min(n, std::max<size_t>(k, o_.min_clients));
+  const uint64_t number = last_completed_ + 1;
+  Rng rng(o_.seed, number);
+  rng.Shuffle(std::span<const ClientState*>(eligible));
+
+  round_ = RoundState{};
+  round_.number = number;
+  round_.open = true;
+  round_.started = Clock::now();
+  round_.deadline = round_.started + std::chrono::milliseconds(o_.round_timeout_ms);
+  round_.traffic_at_start = server_->traffic();
+  for (size_t i = 0; i < k; ++i) round_.selected.push_back(eligible[i]->id);
+  std::sort(round_.selected.begin(), round_.selected.end());
+
+  // Encode each chunk of the global model once and send the same frames to every client.
+  const RoundConfig config = strategy_->Configure(number);
+  std::vector<Frame> frames;
+  for (const auto& chunk : protocol::SplitPayload(protocol::AsBytes(global_.span()), o_.chunk_bytes))
+    frames.push_back(protocol::EncodeRoundTask(Header(number), config, o_.round_timeout_ms, global_hash_, chunk));
+  for (uint32_t id : round_.selected) {
+    const ClientState& c = clients_.at(id);
+    for (const Frame& f : frames) {
+      Status st = server_->Send(c.peer, f);
+      if (!st.ok()) {
+        FailClient(id, "unreachable: " + st.message());
+        break;
+      }
+    }
+  }
+  spdlog::info("round {} started: {} of {} clients selected", number, round_.selected.size(), n);
+  return true;
+}
+
+Status Service::Impl::CloseRound() {
+  for (uint32_t id : round_.selected)
+    if (!round_.results.count(id) && !round_.failures.count(id)) FailClient(id, "deadline");
+  round_.open = false;
+
+  std::vector<ClientResult> results;
+  for (auto& [id, r] : round_.results) results.push_back(std::move(r));
+  std::sort(results.begin(), results.end(),
+            [](const ClientResult& a, const ClientResult& b) { return std::tie(a.client, a.client_id) < std::tie(b.client, b.client_id); });
+  std::vector<ClientFailure> failures;
+  for (auto& [id, f] : round_.failures) failures.push_back(f);
+
+  bool updated = false;
+  if (results.size() >= o_.min_results) {
+    SHOAL_ASSIGN_OR_RETURN(auto delta, strategy_->Aggregate(round_.number, results, failures, global_.span()));
+    if (delta) {
+      float* w = global_.data();
+      for (size_t i = 0; i < delta->size(); ++i) w[i] += (*delta)[i];
+      updated = true;
+    }
+  } else {
+    spdlog::warn("round {}: {} updates, fewer than --min-results {}; model unchanged", round_.number, results.size(),
+                 o_.min_results);
+  }
+  global_hash_ = crypto::ModelHash(global_.span());
+  EvalResult eval = nn::Evaluate(*model_, global_.span(), test_);
+  last_completed_ = round_.number;
+  const double seconds = static_cast<double>(MillisSince(round_.started)) / 1000.0;
+  const transport::Traffic& t = server_->traffic();
+  const uint64_t bytes_up = t.bytes_received - round_.traffic_at_start.bytes_received;
+  const uint64_t bytes_down = t.bytes_sent - round_.traffic_at_start.bytes_sent;
+  const uint64_t model_bytes = global_.size() * sizeof(float);
+  const uint64_t dense_equiv = model_bytes * (round_.selected.size() + results.size());
+
+  double train_loss = 0.0;
+  uint64_t weight = 0;
+  for (const auto& r : results)
+    for (const auto& [name, v] : r.metrics)
+      if (name == "train_loss") {
+        train_loss += v * static_cast<double>(r.num_examples);
+        weight += r.num_examples;
+      }
+
+  nlohmann::json line = {
+      {"round", round_.number},
+      {"clients_selected", round_.selected.size()},
+      {"clients_reported", results.size()},
+      {"clients_dropped", failures.size()},
+      {"clients_registered", clients_.size()},
+      {"test_loss", eval.loss},
+      {"test_accuracy", eval.accuracy},
+      {"train_loss", weight ? train_loss / static_cast<double>(weight) : 0.0},
+      {"bytes_up", bytes_up},
+      {"bytes_down", bytes_down},
+      {"bytes_dense_equiv", dense_equiv},
+      {"seconds", seconds},
+      {"model_hash", global_hash_},
+      {"model_updated", updated},
+      {"frames_rejected", frames_rejected_},
+      {"rejected_by_code", rejected_by_code_},
+  };
+  SHOAL_RETURN_IF_ERROR(WriteMetrics(line));
+  SHOAL_RETURN_IF_ERROR(SaveCheckpoint());
+  if (o_.print_table) {
+    if (last_completed_ == 1 || round_.number % 20 == 1)
+      std::printf("%6s %9s %9s %12s %12s %8s %5s\n", "round", "accuracy", "loss", "bytes_up", "bytes_down", "seconds",
+                  "ok");
+    std::printf("%6llu %9.4f %9.4f %12llu %12llu %8.2f %2zu/%zu\n", static_cast<unsigned long long>(round_.number),
+                eval.accuracy, eval.loss, static_cast<unsigned long long>(bytes_up),
+                static_cast<unsigned long long>(bytes_down), seconds, results.size(), round_.selected.size());
+    std::fflush(stdout);
+  }
+  spdlog::info("round {} done: accuracy {:.4f}, loss {:.4f}, {}/{} clients, {:.2f}s", round_.number, eval.accuracy,
+               eval.loss, results.size(), round_.selected.size(), seconds);
+  round_ = RoundState{};
+  round_.number = last_completed_;
+  return Status::Ok();
+}
+
+Status Service::Impl::WriteMetrics(const nlohmann::json& line) {
+  if (!metrics_.is_open()) return Status::Ok();
+  metrics_ << line.dump() << '\n';
+  metrics_.flush();
+  if (!metrics_) return Status::IoError("writing --metrics-out " + o_.metrics_out + " failed");
+  return Status::Ok();
+}
+
+Status Service::Impl::SaveCheckpoint() {
+  if (o_.checkpoint_dir.empty()) return Status::Ok();
+  Checkpoint ck;
+  ck.round = last_completed_;
+  ck.model_spec = task_.model;
+  ck.params = global_;
+  ck.sections.emplace_back("strategy", strategy_->SaveState());
+  return WriteCheckpoint((fs::path(o_.checkpoint_dir) / kCheckpointFile).string(), ck);
+}
+
+void Service::Impl::SendByeToAll(const std::string& reason) {
+  for (const auto& [id, c] : clients_) Send(c.peer, protocol::EncodeBye(Header(last_completed_), reason));
+}
+
+Status Service::Impl::Run(const std::atomic<bool>& stop) {
+  round_.number = last_completed_;
+  if (o_.rounds && last_completed_ >= o_.rounds) {
+    spdlog::info("all {} rounds are already done", o_.rounds);
+    return Status::Ok();
+  }
+  while (!stop.load()) {
+    auto timeout = std::chrono::milliseconds(50);
+    SHOAL_ASSIGN_OR_RETURN(auto in, server_->Recv(timeout));
+    if (in) Handle(*in);
+    // Drain whatever else is queued before housekeeping, so a flood cannot starve a round.
+    for (int i = 0; i < 256 && in; ++i) {
+      SHOAL_ASSIGN_OR_RETURN(in, server_->Recv(std::chrono::milliseconds(0)));
+      if (in) Handle(*in);
+    }
+    ExpireClients();
+    if (round_.open) {
+      if (RoundResolved() || Clock::now() >= round_.deadline) {
+        SHOAL_RETURN_IF_ERROR(CloseRound());
+        if (o_.rounds && last_completed_ >= o_.rounds) {
+          spdlog::info("completed {} rounds; sending Bye to {} clients", last_completed_, clients_.size());
+          SendByeToAll("training finished after " + std::to_string(last_completed_) + " rounds");
+          return Status::Ok();
+        }
+      }
+    } else {
+      MaybeStartRound();
+    }
+  }
+  spdlog::info("stopping on request after round {} (checkpointed rounds are kept)", last_completed_);
+  return Status::Ok();
+}
+
+StatusOr<std::unique_ptr<Service>> Service::Create(const AggregatorOptions& options) {
+  auto impl = std::make_unique<Impl>(options);
+  SHOAL_RETURN_IF_ERROR(impl->Init());
+  return std::unique_ptr<Service>(new Service(std::move(impl)));
+}
+
+Service::Service(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Service::~Service() = default;
+Status Service::Run(const std::atomic<bool>& stop) { return impl_->Run(stop); }
+std::string Service::endpoint() const { return impl_->endpoint(); }
+
+}  // namespace shoal::aggregator

@@ -1,0 +1,66 @@
+// The aggregator service: registers clients, runs rounds, aggregates with a Strategy,
+// evaluates on the held-out split, checkpoints and writes metrics. One thread, one event
+// loop over a ROUTER socket: the constructor (Create) does all setup, Run() only the loop.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "shoal/status.h"
+#include "shoal/trainer.h"
+#include "strategy.h"
+
+namespace shoal::aggregator {
+
+struct AggregatorOptions {
+  std::string listen = "tcp://*:7070";     // ZeroMQ endpoint to bind
+  uint64_t rounds = 0;                     // stop after this many completed rounds; 0 = run until stopped
+  uint32_t min_clients = 2;                // registered clients needed to start a round (and selected per round)
+  double fraction = 1.0;                   // share of registered clients selected each round, (0, 1]
+  uint32_t min_results = 1;                // fewer reported updates than this keeps the model unchanged
+  std::string model = "mlp";               // model spec (DESIGN.md §6)
+  std::string dataset = "digits";          // dataset the clients train on; the aggregator evaluates on its held-out split
+  std::string data_dir;                    // Default: $SHOAL_DATA_DIR or ~/.cache/shoal
+  uint64_t seed = 0;                       // model init, data split, client sampling
+  double test_fraction = 0.2;              // held-out share of the dataset
+  StrategyOptions strategy;                // strategy name, client lr, local epochs/steps, prox mu
+  OptimizerConfig optimizer;               // client optimizer (its learning_rate is overridden per round)
+  uint32_t batch_size = 32;                // client minibatch size
+  uint32_t round_timeout_ms = 60000;       // a round closes this long after its tasks went out
+  uint32_t heartbeat_interval_ms = 1000;   // clients send a heartbeat at least this often
+  uint32_t heartbeat_timeout_ms = 10000;   // a client silent this long is dropped
+  uint32_t chunk_bytes = 16u << 20;        // payload chunk size on the wire
+  uint32_t max_clients = 10000;            // registration cap
+  std::string metrics_out;                 // JSON lines, one per round; empty = none
+  std::string checkpoint_dir;              // checkpoint each completed round here; empty = none
+  bool resume = false;                     // continue from checkpoint_dir's last completed round
+  std::string device = "cpu";              // backend for evaluation
+  bool print_table = true;                 // per-round table on stdout
+};
+
+class Service {
+ public:
+  // Loads the dataset, builds the model (or restores the checkpoint), binds the socket.
+  // Every failure is one clear message (port in use, missing dataset, bad flag, ...).
+  static StatusOr<std::unique_ptr<Service>> Create(const AggregatorOptions& options);
+  ~Service();
+  Service(const Service&) = delete;
+  Service& operator=(const Service&) = delete;
+
+  // Serves until `stop` becomes true (returns OK) or --rounds rounds are done (clients get
+  // Bye; returns OK). Errors only for failures that make serving impossible.
+  Status Run(const std::atomic<bool>& stop);
+
+  // The endpoint actually bound (e.g. the port chosen for tcp://127.0.0.1:0).
+  std::string endpoint() const;
+
+  class Impl;
+
+ private:
+  explicit Service(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace shoal::aggregator

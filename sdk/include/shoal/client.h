@@ -1,0 +1,75 @@
+// shoal::Client: joins an aggregator, trains each round it is selected for with a Trainer,
+// and sends back the update, until the aggregator says Bye. Reconnects with backoff when
+// the aggregator restarts; heartbeats keep it registered during long local training.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "shoal/status.h"
+#include "shoal/trainer.h"
+
+namespace shoal {
+
+// What the client reports to the application while it runs (for progress bars and logs).
+struct ClientEvent {
+  enum class Kind {
+    kConnected,     // Welcome received; `message` describes the task
+    kRoundStarted,  // a RoundTask arrived
+    kProgress,      // local training progress in `progress`
+    kRoundDone,     // update sent and acknowledged
+    kReconnecting,  // lost the aggregator; retrying
+    kFinished,      // Bye received; `message` is the reason
+  };
+  explicit ClientEvent(Kind k) : kind(k) {}
+  Kind kind;
+  uint64_t round = 0;
+  float progress = 0.0f;
+  double train_loss = 0.0;
+  uint64_t bytes_sent = 0;      // cumulative bytes on the wire
+  uint64_t bytes_received = 0;  // cumulative bytes on the wire
+  double seconds = 0.0;         // for kRoundDone: time from task to acknowledgement
+  std::string message;
+};
+
+struct ClientOptions {
+  std::string connect = "tcp://127.0.0.1:7070";  // aggregator endpoint
+  std::string name;                  // stable client name; Default: "client-<pid>"
+  uint32_t connect_timeout_ms = 30000;    // give up when no Welcome arrives within this
+  uint32_t reconnect_timeout_ms = 120000; // after losing the aggregator, keep trying this long
+  uint64_t max_frame_bytes = (uint64_t{64} << 20) + (uint64_t{256} << 10);  // largest frame accepted
+  std::function<void(const ClientEvent&)> on_event;  // optional; called on the Run() thread
+};
+
+class Client {
+ public:
+  // Takes ownership of the trainer. Does not connect yet.
+  Client(ClientOptions options, std::unique_ptr<Trainer> trainer);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Connects, joins and trains until the aggregator says Bye (returns OK), Cancel() is called
+  // (Cancelled), or the aggregator cannot be reached (Unavailable, with a message that says
+  // what to check). Call at most once.
+  Status Run();
+  // Thread-safe; makes Run() return promptly (cancels local training too).
+  void Cancel();
+
+  struct Stats {
+    uint64_t rounds_trained = 0;
+    uint64_t bytes_sent = 0;
+    uint64_t bytes_received = 0;
+    uint64_t reconnects = 0;
+    uint64_t errors_received = 0;
+  };
+  Stats stats() const;
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace shoal

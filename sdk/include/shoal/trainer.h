@@ -1,0 +1,110 @@
+// The Trainer interface (DESIGN.md §3): what the client runtime calls each round. Shoal's
+// built-in trainer drives its own models on a dataset; an application supplies its own to
+// train with its own framework (the "bring your own" path; see examples/).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "shoal/arena.h"
+#include "shoal/status.h"
+
+namespace shoal {
+
+// Local optimizer settings. Semantics follow torch.optim.SGD / torch.optim.AdamW.
+struct OptimizerConfig {
+  std::string name = "sgd";   // "sgd" | "adamw"
+  float learning_rate = 0.05f;
+  float momentum = 0.0f;      // sgd only
+  bool nesterov = false;      // sgd only; requires momentum > 0
+  float weight_decay = 0.0f;  // sgd: L2 added to the gradient; adamw: decoupled
+  float beta1 = 0.9f;         // adamw only
+  float beta2 = 0.999f;       // adamw only
+  float eps = 1e-8f;          // adamw only
+};
+
+// The task the aggregator owns and sends to every client at Welcome.
+struct TaskConfig {
+  std::string model;                 // model spec, e.g. "mlp:64,32" (DESIGN.md §6)
+  std::vector<TensorSpec> layout;    // parameter layout of that model, in arena order
+  std::string dataset;               // dataset name the aggregator evaluates on, e.g. "digits"
+  OptimizerConfig optimizer;
+  uint32_t local_epochs = 1;         // passes over the local data per round (when local_steps == 0)
+  uint32_t local_steps = 0;          // if > 0: exactly this many minibatch steps per round instead
+  uint32_t batch_size = 32;
+  float prox_mu = 0.0f;              // FedProx proximal coefficient; 0 = plain local SGD
+  uint64_t seed = 0;                 // base seed: data split, partitions, per-round shuffles
+  double test_fraction = 0.2;        // held-out share of the dataset (aggregator only evaluates on it)
+  std::string codec = "none";        // update codec spec (compression issue)
+};
+
+// Per-round settings chosen by the strategy's Configure(round).
+struct RoundConfig {
+  uint64_t round = 0;
+  float learning_rate = 0.0f;
+  uint32_t local_epochs = 1;
+  uint32_t local_steps = 0;
+  float prox_mu = 0.0f;
+};
+
+struct TrainResult {
+  std::vector<float> delta;  // w_local - w_global, in layout order
+  uint64_t num_examples = 0;  // examples processed this round (the FedAvg weight)
+  std::vector<std::pair<std::string, double>> metrics;  // e.g. {"train_loss", 0.31}
+};
+
+struct EvalResult {
+  double loss = 0.0;
+  double accuracy = 0.0;
+  uint64_t num_examples = 0;
+};
+
+// What a trainer may look at while it runs: a progress callback (fraction in [0,1]) and
+// a cancellation flag set from another thread (return Status::Cancelled promptly).
+struct TrainContext {
+  std::function<void(float)> progress;
+  const std::atomic<bool>* cancel = nullptr;
+  bool cancelled() const { return cancel && cancel->load(std::memory_order_relaxed); }
+};
+
+class Trainer {
+ public:
+  virtual ~Trainer() = default;
+  // A short name sent to the aggregator at Hello (informational).
+  virtual std::string name() const { return "application"; }
+  // Called at Welcome with the aggregator's task. Return InvalidArgument if this trainer
+  // cannot train it (for example, its model does not have task.layout).
+  virtual Status Configure(const TaskConfig& task) = 0;
+  // Number of local training examples (sent at Hello; informational).
+  virtual uint64_t num_examples() const = 0;
+  // Trains starting from `global` (flat, in task.layout order) and fills *out.
+  virtual Status Train(std::span<const float> global, const RoundConfig& round, const TrainContext& ctx,
+                       TrainResult* out) = 0;
+  // Evaluates `params` on local data. Optional.
+  virtual Status Evaluate(std::span<const float> params, EvalResult* out) {
+    return Status::FailedPrecondition("this trainer does not evaluate");
+  }
+};
+
+// Shoal's built-in trainer: its own models (task.model) on a dataset partition.
+struct BuiltinTrainerOptions {
+  std::string dataset = "digits";          // "digits", "csv:PATH", "idx:IMAGES,LABELS"
+  std::string data_dir;                    // Default: $SHOAL_DATA_DIR or ~/.cache/shoal
+  uint32_t partition_index = 0;            // this client's part, 0-based
+  uint32_t partition_count = 1;            // number of parts
+  std::string partition_scheme = "iid";    // "iid" | "dirichlet:ALPHA"
+  // The split and partition use the task's seed and test_fraction from Welcome, so every
+  // process derives the same parts. If set, this must equal the task's seed (checked).
+  std::optional<uint64_t> seed;
+  std::string device = "auto";             // "auto" | "cpu" | "cuda[:N]"
+};
+StatusOr<std::unique_ptr<Trainer>> MakeBuiltinTrainer(const BuiltinTrainerOptions& options);
+
+}  // namespace shoal

@@ -1,0 +1,114 @@
+// Backend: the primitive ops every model, optimizer and (later) codec is built from (ggml style).
+// The CPU backend is the reference and always built; the CUDA backend in kernels/ registers
+// itself when compiled and a device is present. All matrices are row-major and densely packed.
+// Pointers are in the backend's memory space (host memory for the CPU backend).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "shoal/status.h"
+
+namespace shoal {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  // Memory -------------------------------------------------------------------------------
+  virtual void* AllocBytes(size_t bytes) = 0;
+  virtual void FreeBytes(void* p) = 0;
+  virtual void CopyToDevice(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void CopyToHost(void* host_dst, const void* src, size_t bytes) = 0;
+  virtual void CopyOnDevice(void* dst, const void* src, size_t bytes) = 0;
+  // Blocks until all queued work is done (no-op on the CPU).
+  virtual void Synchronize() {}
+
+  // Linear algebra -----------------------------------------------------------------------
+  // C[m,n] = alpha * op(A) * op(B) + beta * C, op(A) is [m,k], op(B) is [k,n].
+  // A is stored [m,k] (or [k,m] when trans_a), B is [k,n] (or [n,k] when trans_b).
+  virtual void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+                    const float* b, float beta, float* c) = 0;
+  // y += alpha * x
+  virtual void Axpy(size_t n, float alpha, const float* x, float* y) = 0;
+  // x *= alpha
+  virtual void Scale(size_t n, float alpha, float* x) = 0;
+  // y[r, c] += bias[c] for every row r of a [rows, cols] matrix.
+  virtual void AddBiasRows(int rows, int cols, const float* bias, float* y) = 0;
+  // out[c] = beta * out[c] + sum_r x[r, c]  (bias gradient).
+  virtual void SumRows(int rows, int cols, const float* x, float beta, float* out) = 0;
+
+  // Activations (elementwise) ---------------------------------------------------------------
+  virtual void Relu(size_t n, const float* x, float* y) = 0;
+  // dx = dy * (x > 0)
+  virtual void ReluBackward(size_t n, const float* x, const float* dy, float* dx) = 0;
+  // Exact GELU: x * Phi(x) with the error function (PyTorch's default).
+  virtual void Gelu(size_t n, const float* x, float* y) = 0;
+  virtual void GeluBackward(size_t n, const float* x, const float* dy, float* dx) = 0;
+
+  // Loss ----------------------------------------------------------------------------------------
+  // Mean softmax cross-entropy over `rows` examples of `cols` classes. Writes d(loss)/d(logits)
+  // to dlogits (may be null), returns the summed loss (not mean) in *loss_sum and the number
+  // of rows whose argmax equals the label in *correct. Labels must be in [0, cols).
+  virtual void SoftmaxCrossEntropy(int rows, int cols, const float* logits, const int32_t* labels,
+                                   float* dlogits, double* loss_sum, int64_t* correct) = 0;
+
+  // Optimizer steps over a whole arena (fused, PyTorch semantics) -----------------------------
+  // torch.optim.SGD: g += wd*w; buf = first ? g : momentum*buf + g; g = nesterov ? g + momentum*buf : buf;
+  // w -= lr * g. With momentum == 0 `buf` may be null.
+  virtual void SgdStep(size_t n, float* w, const float* grad, float* buf, float lr, float momentum,
+                       float weight_decay, bool nesterov, bool first_step) = 0;
+  // torch.optim.AdamW: w *= 1 - lr*wd; m,v moments; bias correction with step t >= 1.
+  virtual void AdamWStep(size_t n, float* w, const float* grad, float* m, float* v, float lr,
+                         float beta1, float beta2, float eps, float weight_decay, int64_t t) = 0;
+};
+
+// The CPU reference backend (OpenBLAS for GEMM). Never fails to construct.
+std::unique_ptr<Backend> MakeCpuBackend();
+
+// "auto" | "cpu" | "cuda" | "cuda:N". auto picks CUDA when built in and a device is usable,
+// else the CPU, and logs which. "cuda" without a usable device is an Unavailable error that
+// names the reason.
+StatusOr<std::unique_ptr<Backend>> MakeBackend(const std::string& device);
+
+// An array in a backend's memory: RAII and move-only (cppzmq style).
+template <typename T>
+class DeviceArray {
+ public:
+  DeviceArray() = default;
+  DeviceArray(Backend* backend, size_t n)
+      : backend_(backend), n_(n), p_(n ? static_cast<T*>(backend->AllocBytes(n * sizeof(T))) : nullptr) {}
+  ~DeviceArray() { reset(); }
+  DeviceArray(DeviceArray&& o) noexcept : backend_(o.backend_), n_(o.n_), p_(o.p_) { o.p_ = nullptr; o.n_ = 0; }
+  DeviceArray& operator=(DeviceArray&& o) noexcept {
+    if (this != &o) {
+      reset();
+      backend_ = o.backend_; n_ = o.n_; p_ = o.p_;
+      o.p_ = nullptr; o.n_ = 0;
+    }
+    return *this;
+  }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+
+  void reset() {
+    if (p_) backend_->FreeBytes(p_);
+    p_ = nullptr;
+    n_ = 0;
+  }
+  T* get() { return p_; }
+  const T* get() const { return p_; }
+  size_t size() const { return n_; }
+  void Upload(const T* host, size_t n) { backend_->CopyToDevice(p_, host, n * sizeof(T)); }
+  void Download(T* host, size_t n) const { backend_->CopyToHost(host, p_, n * sizeof(T)); }
+
+ private:
+  Backend* backend_ = nullptr;
+  size_t n_ = 0;
+  T* p_ = nullptr;
+};
+
+}  // namespace shoal

@@ -1,0 +1,24 @@
+// Helpers shared by the command-line programs: logging setup, signal handling, byte sizes.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "shoal/status.h"
+
+namespace shoal::cli {
+
+// Logs go to stderr as "[time] [level] message". level: trace|debug|info|warn|error|off.
+Status InitLogging(const std::string& level, const std::string& program);
+
+// Installs SIGINT/SIGTERM handlers that set the returned flag (and SIGPIPE ignore).
+std::atomic<bool>& InstallStopSignals();
+
+// "16777216", "64K", "16M", "1G" (binary multiples) -> bytes.
+StatusOr<uint64_t> ParseByteSize(const std::string& text);
+
+// Prints "PROGRAM: error: MESSAGE" to stderr and returns the exit code to use.
+int Fail(const std::string& program, const std::string& message, int exit_code = 1);
+
+}  // namespace shoal::cli

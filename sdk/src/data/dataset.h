@@ -1,0 +1,81 @@
+// Datasets: loaders for real data (sklearn's digits, IDX, CSV), the held-out split and the
+// partitioners that give each client its part. Every process derives the same split and
+// parts from (dataset, scheme, seed).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "shoal/status.h"
+
+namespace shoal::data {
+
+// A classification dataset held in memory: n examples of `dim` float features (row-major)
+// and integer labels in [0, num_classes).
+struct Dataset {
+  std::string name;
+  int64_t n = 0;
+  int64_t dim = 0;
+  int32_t num_classes = 0;
+  std::vector<float> x;    // n * dim
+  std::vector<int32_t> y;  // n
+};
+
+// Where `--dataset digits` and friends are cached: $SHOAL_DATA_DIR if set, else
+// $XDG_CACHE_HOME/shoal, else $HOME/.cache/shoal.
+std::string DefaultDataDir();
+
+// Loads a dataset from a spec:
+//   "digits"               sklearn's 1797 8x8 digits, <data_dir>/digits.csv.gz (features / 16);
+//                          an empty data_dir means DefaultDataDir()
+//   "csv:PATH"             numeric CSV (plain or gzip), label in the last column, optional
+//                          header line (a first line with no numeric cell); features as written
+//   "idx:IMAGES,LABELS"    MNIST-format IDX files (ubyte images scaled to [0,1], ubyte labels),
+//                          gzip-compressed or not
+// num_classes = largest label + 1 (10 for digits). Errors name the file and what to do:
+//   NotFound         a missing file ("run scripts/setup to fetch it, or set SHOAL_DATA_DIR")
+//   InvalidArgument  an unknown spec (the message lists the valid forms), "kjv"/"text:" (needs
+//                    a language model this version lacks), a malformed CSV (PATH:LINE), IDX
+//                    files whose counts differ
+//   Corruption       a bad IDX magic, a truncated IDX file, a bad gzip stream
+//   IoError          the OS failed to read the file
+// Relative csv:/idx: paths are resolved from the current directory.
+StatusOr<Dataset> LoadDataset(const std::string& spec, const std::string& data_dir);
+
+// The rows `indices` of `d`, in that order. Every index must lie in [0, d.n) (a caller bug
+// otherwise: the process aborts with a message rather than read out of bounds).
+Dataset Subset(const Dataset& d, const std::vector<int64_t>& indices);
+
+struct Split {
+  Dataset train;
+  Dataset test;  // held out: the aggregator evaluates on it; never given to clients
+};
+// Stratified, deterministic split: within each class a seeded shuffle, then the first
+// round(test_fraction * count) examples of the class go to test. Both halves keep the
+// dataset's order. InvalidArgument when test_fraction is outside [0, 1), the dataset is empty
+// or inconsistent, or no training example would remain.
+StatusOr<Split> TrainTestSplit(const Dataset& d, double test_fraction, uint64_t seed);
+
+// "i/n" -> {i, n}, 0 <= i < n (decimal, no sign or spaces); InvalidArgument otherwise.
+struct PartitionRef {
+  uint32_t index = 0;
+  uint32_t count = 1;
+};
+StatusOr<PartitionRef> ParsePartition(const std::string& text);
+
+// Splits example indices 0..labels.size()-1 into `count` disjoint parts that together use
+// every example exactly once. scheme:
+//   "iid"              seeded shuffle, then contiguous near-equal parts
+//   "dirichlet:ALPHA"  label skew: for each class, proportions ~ Dir(ALPHA) over the parts
+//                      (smaller ALPHA = more skew); redrawn until every part has at least
+//                      min_per_part examples (the usual FL benchmark recipe).
+// Each part's indices are sorted ascending; every part holds at least min_per_part examples
+// (iid parts differ in size by at most one, so it holds whenever n >= count * min_per_part).
+// InvalidArgument for an unknown scheme, a bad ALPHA, labels outside [0, num_classes),
+// n < count * min_per_part, or when 1000 Dirichlet draws all leave some part too small.
+StatusOr<std::vector<std::vector<int64_t>>> Partition(const std::vector<int32_t>& labels, int32_t num_classes,
+                                                      uint32_t count, const std::string& scheme, uint64_t seed,
+                                                      int64_t min_per_part = 10);
+
+}  // namespace shoal::data

@@ -1,0 +1,241 @@
+// The built-in trainer (shoal/trainer.h): Shoal's own MLP, trained on this client's part of
+// a dataset with the task the aggregator sent. Constructing it loads the data and picks the
+// device; Configure() derives the split, the part, the model and the optimizer from the
+// task; Train() only runs the loop.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "backend/backend.h"
+#include "core/rng.h"
+#include "data/dataset.h"
+#include "nn/evaluate.h"
+#include "nn/mlp.h"
+#include "nn/model_spec.h"
+#include "nn/optimizer.h"
+#include "shoal/trainer.h"
+
+namespace shoal {
+namespace {
+
+// Keeps the per-round shuffle streams apart from every other use of the task seed (split,
+// partitions), which seed shoal::Rng with the bare seed.
+constexpr uint64_t kShuffleSeedTag = 0x7368'6f61'6c2d'7368ULL;  // "shoal-sh"
+
+// The minibatch order of round `round` on part `partition`: its own stream for every
+// (round, part) pair, so rounds differ and every process can reproduce any client's run.
+Rng ShuffleRng(uint64_t seed, uint64_t round, uint32_t partition) {
+  return Rng(seed ^ kShuffleSeedTag, (round << 32) | partition);
+}
+
+class BuiltinTrainer final : public Trainer {
+ public:
+  BuiltinTrainer(BuiltinTrainerOptions options, data::Dataset dataset, std::unique_ptr<Backend> backend)
+      : options_(std::move(options)), dataset_(std::move(dataset)), backend_(std::move(backend)) {}
+
+  std::string name() const override { return "builtin"; }
+  Status Configure(const TaskConfig& task) override;
+  uint64_t num_examples() const override;
+  Status Train(std::span<const float> global, const RoundConfig& round, const TrainContext& ctx,
+               TrainResult* out) override;
+  Status Evaluate(std::span<const float> params, EvalResult* out) override;
+
+ private:
+  BuiltinTrainerOptions options_;
+  data::Dataset dataset_;  // everything the loader returned (train + held-out)
+  std::unique_ptr<Backend> backend_;
+
+  // Set by Configure().
+  bool configured_ = false;
+  TaskConfig task_;
+  data::Dataset local_;  // this client's part of the training split
+  std::unique_ptr<nn::Mlp> model_;
+  std::unique_ptr<nn::Optimizer> optimizer_;
+  DeviceArray<float> w_;         // local weights
+  DeviceArray<float> w_global_;  // the round's starting point (FedProx anchor, delta base)
+  DeviceArray<float> grads_;
+  DeviceArray<float> batch_x_;
+  DeviceArray<int32_t> batch_y_;
+};
+
+Status BuiltinTrainer::Configure(const TaskConfig& task) {
+  // 1. Everyone must derive the same split and parts: the seed is the task's.
+  if (options_.seed && *options_.seed != task.seed)
+    return Status::InvalidArgument("--seed " + std::to_string(*options_.seed) + " differs from the task's seed " +
+                                   std::to_string(task.seed) +
+                                   " (the aggregator owns the seed; drop --seed or make them equal)");
+  if (task.batch_size == 0) return Status::InvalidArgument("task batch_size must be > 0");
+
+  // 2. Held-out split, then this client's part of the training side.
+  SHOAL_ASSIGN_OR_RETURN(data::Split split, data::TrainTestSplit(dataset_, task.test_fraction, task.seed));
+  SHOAL_ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> parts,
+                         data::Partition(split.train.y, split.train.num_classes, options_.partition_count,
+                                         options_.partition_scheme, task.seed));
+  if (options_.partition_index >= parts.size())
+    return Status::InvalidArgument("partition " + std::to_string(options_.partition_index) + "/" +
+                                   std::to_string(options_.partition_count) + " does not exist");
+  data::Dataset local = data::Subset(split.train, parts[options_.partition_index]);
+
+  // 3. The model must be exactly the one the aggregator holds.
+  SHOAL_ASSIGN_OR_RETURN(nn::ModelSpec spec, nn::ParseModelSpec(task.model));
+  SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<nn::Mlp> model,
+                         nn::Mlp::Create(spec, dataset_.dim, dataset_.num_classes, backend_.get()));
+  if (model->Layout() != task.layout)
+    return Status::InvalidArgument("model '" + task.model + "' on dataset '" + dataset_.name + "' (" +
+                                   std::to_string(dataset_.dim) + " features, " +
+                                   std::to_string(dataset_.num_classes) + " classes) has layout [" +
+                                   LayoutToString(model->Layout()) + "] but the task's layout is [" +
+                                   LayoutToString(task.layout) + "]");
+
+  // 4. Optimizer (its state is reset every round in Train) and device buffers.
+  const size_t n = model->num_params();
+  SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<nn::Optimizer> optimizer,
+                         nn::MakeOptimizer(task.optimizer, n, backend_.get()));
+
+  task_ = task;
+  local_ = std::move(local);
+  model_ = std::move(model);
+  optimizer_ = std::move(optimizer);
+  w_ = DeviceArray<float>(backend_.get(), n);
+  w_global_ = DeviceArray<float>(backend_.get(), n);
+  grads_ = DeviceArray<float>(backend_.get(), n);
+  batch_x_ = DeviceArray<float>(backend_.get(), static_cast<size_t>(task.batch_size) * local_.dim);
+  batch_y_ = DeviceArray<int32_t>(backend_.get(), task.batch_size);
+  configured_ = true;
+  spdlog::info("builtin trainer: {} on {} part {}/{} ({}): {} examples, {} parameters, backend {}",
+               nn::ModelSpecToString(model_->spec()), dataset_.name, options_.partition_index,
+               options_.partition_count, options_.partition_scheme, local_.n, n, backend_->name());
+  return Status::Ok();
+}
+
+uint64_t BuiltinTrainer::num_examples() const {
+  if (configured_) return static_cast<uint64_t>(local_.n);
+  // Before Welcome the split is unknown: estimate with the default held-out share.
+  const double train_share = 1.0 - TaskConfig{}.test_fraction;
+  return static_cast<uint64_t>(std::llround(static_cast<double>(dataset_.n) * train_share /
+                                            std::max<uint32_t>(1, options_.partition_count)));
+}
+
+Status BuiltinTrainer::Train(std::span<const float> global, const RoundConfig& round, const TrainContext& ctx,
+                             TrainResult* out) {
+  if (!configured_) return Status::FailedPrecondition("Train called before Configure");
+  const size_t n = model_->num_params();
+  if (global.size() != n)
+    return Status::InvalidArgument("global model has " + std::to_string(global.size()) +
+                                   " parameters, the task's model has " + std::to_string(n));
+  // A round without a learning rate of its own uses the task's.
+  const float lr = round.learning_rate != 0.0f ? round.learning_rate : task_.optimizer.learning_rate;
+  if (!std::isfinite(lr) || lr < 0.0f)
+    return Status::InvalidArgument("round " + std::to_string(round.round) + ": learning rate must be >= 0, got " +
+                                   std::to_string(lr));
+  if (!std::isfinite(round.prox_mu) || round.prox_mu < 0.0f)
+    return Status::InvalidArgument("round " + std::to_string(round.round) + ": prox_mu must be >= 0, got " +
+                                   std::to_string(round.prox_mu));
+
+  const int64_t num_local = local_.n;
+  const int64_t dim = local_.dim;
+  const int64_t batch = task_.batch_size;
+  const int64_t batches_per_epoch = (num_local + batch - 1) / batch;
+  const int64_t total_steps =
+      num_local == 0 ? 0
+                     : (round.local_steps > 0 ? round.local_steps : int64_t{round.local_epochs} * batches_per_epoch);
+
+  // Start from the global model; the optimizer starts fresh every round (the FL norm).
+  w_.Upload(global.data(), n);
+  w_global_.Upload(global.data(), n);
+  optimizer_->Reset();
+  optimizer_->set_learning_rate(lr);
+
+  Rng rng = ShuffleRng(task_.seed, round.round, options_.partition_index);
+  std::vector<int64_t> order(static_cast<size_t>(num_local));
+  std::iota(order.begin(), order.end(), int64_t{0});
+  int64_t pos = num_local;  // forces a shuffle before the first batch
+  std::vector<float> host_x(static_cast<size_t>(batch * dim));
+  std::vector<int32_t> host_y(static_cast<size_t>(batch));
+
+  double loss_sum = 0.0;
+  int64_t correct = 0;
+  uint64_t examples = 0;
+  const int64_t progress_every = std::max<int64_t>(1, total_steps / 20);
+  for (int64_t step = 0; step < total_steps; ++step) {
+    if (ctx.cancelled())
+      return Status::Cancelled("training cancelled in round " + std::to_string(round.round) + " after " +
+                               std::to_string(step) + " of " + std::to_string(total_steps) + " steps");
+    // Next minibatch: a new permutation at each epoch boundary; the last batch of an epoch
+    // may be short (drop_last = False), and local_steps may cross epochs.
+    if (pos == num_local) {
+      rng.Shuffle(std::span<int64_t>(order));
+      pos = 0;
+    }
+    const int rows = static_cast<int>(std::min(batch, num_local - pos));
+    for (int r = 0; r < rows; ++r) {
+      const int64_t i = order[static_cast<size_t>(pos + r)];
+      std::copy_n(local_.x.data() + i * dim, dim, host_x.data() + static_cast<int64_t>(r) * dim);
+      host_y[static_cast<size_t>(r)] = local_.y[static_cast<size_t>(i)];
+    }
+    pos += rows;
+    batch_x_.Upload(host_x.data(), static_cast<size_t>(rows) * dim);
+    batch_y_.Upload(host_y.data(), static_cast<size_t>(rows));
+
+    double batch_loss = 0.0;
+    int64_t batch_correct = 0;
+    model_->ForwardBackward(w_.get(), batch_x_.get(), batch_y_.get(), rows, grads_.get(), &batch_loss,
+                            &batch_correct);
+    if (!std::isfinite(batch_loss))
+      return Status::InvalidArgument("training diverged in round " + std::to_string(round.round) + " at step " +
+                                     std::to_string(step) + " (loss is not finite); learning rate " +
+                                     std::to_string(lr) + " is probably too high");
+    // FedProx: the proximal term mu/2 |w - w_global|^2 adds mu (w - w_global) to the gradient.
+    if (round.prox_mu > 0.0f) {
+      backend_->Axpy(n, round.prox_mu, w_.get(), grads_.get());
+      backend_->Axpy(n, -round.prox_mu, w_global_.get(), grads_.get());
+    }
+    optimizer_->Step(w_.get(), grads_.get());
+
+    loss_sum += batch_loss;
+    correct += batch_correct;
+    examples += static_cast<uint64_t>(rows);
+    if (ctx.progress && ((step + 1) % progress_every == 0 || step + 1 == total_steps))
+      ctx.progress(static_cast<float>(step + 1) / static_cast<float>(total_steps));
+  }
+  if (total_steps == 0 && ctx.progress) ctx.progress(1.0f);
+
+  // delta = w_local - w_global, computed in place on the device.
+  backend_->Axpy(n, -1.0f, w_global_.get(), w_.get());
+  out->delta.resize(n);
+  w_.Download(out->delta.data(), n);
+  out->num_examples = examples;
+  const double denom = examples > 0 ? static_cast<double>(examples) : 1.0;
+  out->metrics = {{"train_loss", loss_sum / denom}, {"train_accuracy", static_cast<double>(correct) / denom}};
+  spdlog::debug("builtin trainer: round {}: {} steps, {} examples, train_loss {:.4f}, train_accuracy {:.4f}",
+                round.round, total_steps, examples, loss_sum / denom, static_cast<double>(correct) / denom);
+  return Status::Ok();
+}
+
+Status BuiltinTrainer::Evaluate(std::span<const float> params, EvalResult* out) {
+  if (!configured_) return Status::FailedPrecondition("Evaluate called before Configure");
+  if (params.size() != model_->num_params())
+    return Status::InvalidArgument("got " + std::to_string(params.size()) + " parameters, the task's model has " +
+                                   std::to_string(model_->num_params()));
+  *out = nn::Evaluate(*model_, params, local_);
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Trainer>> MakeBuiltinTrainer(const BuiltinTrainerOptions& options) {
+  if (options.partition_count == 0 || options.partition_index >= options.partition_count)
+    return Status::InvalidArgument("bad partition " + std::to_string(options.partition_index) + "/" +
+                                   std::to_string(options.partition_count) +
+                                   ": expected i/n with 0 <= i < n (0-based)");
+  const std::string data_dir = options.data_dir.empty() ? data::DefaultDataDir() : options.data_dir;
+  // Fail fast, with the loader's own message (it names the file and how to get it).
+  SHOAL_ASSIGN_OR_RETURN(data::Dataset dataset, data::LoadDataset(options.dataset, data_dir));
+  SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, MakeBackend(options.device));
+  return std::unique_ptr<Trainer>(
+      std::make_unique<BuiltinTrainer>(options, std::move(dataset), std::move(backend)));
+}
+
+}  // namespace shoal

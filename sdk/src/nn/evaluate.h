@@ -1,0 +1,21 @@
+// Evaluate: mean loss and accuracy of a model's parameters on a whole dataset. The
+// aggregator calls it on the held-out split after every round; the built-in trainer on a
+// client's own part.
+#pragma once
+
+#include <span>
+
+#include "data/dataset.h"
+#include "nn/mlp.h"
+#include "shoal/trainer.h"
+
+namespace shoal::nn {
+
+// Runs `model` with `host_params` (host memory, Layout() order) over `data` in batches of
+// `batch` rows and returns the mean cross-entropy, the accuracy and n = data.n. An empty
+// dataset gives {0, 0, 0}. If the parameters, the data's shape or its labels do not fit the
+// model, logs an error and returns loss = accuracy = NaN with n = 0 instead of reading out
+// of bounds.
+EvalResult Evaluate(Mlp& model, std::span<const float> host_params, const data::Dataset& data, int batch = 512);
+
+}  // namespace shoal::nn

@@ -1,0 +1,339 @@
+#include "protocol/envelope.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace shoal::protocol {
+namespace {
+
+using flatbuffers::FlatBufferBuilder;
+
+// Verifier limits: our tables nest at most 4 deep and a frame carries few tables (one per
+// tensor of the layout plus metrics), so these are generous yet far below the defaults.
+constexpr flatbuffers::uoffset_t kMaxDepth = 16;
+constexpr flatbuffers::uoffset_t kMaxTables = 1u << 16;
+// Bounds on task fields, so a hostile Welcome cannot make a client allocate without limit.
+constexpr size_t kMaxLayoutTensors = 4096;
+constexpr size_t kMaxTensorRank = 8;
+constexpr size_t kMaxMetrics = 64;
+constexpr size_t kMaxStringBytes = 4096;
+
+Frame Finish(FlatBufferBuilder& fbb, const Header& h, wire::Message kind, flatbuffers::Offset<void> msg) {
+  wire::EnvelopeBuilder eb(fbb);
+  eb.add_version(kProtocolVersion);
+  eb.add_session(h.session);
+  eb.add_round(h.round);
+  eb.add_sender(h.sender);
+  eb.add_sequence(h.sequence);
+  eb.add_message_type(kind);
+  eb.add_message(msg);
+  fbb.Finish(eb.Finish(), wire::EnvelopeIdentifier());
+  return Frame(fbb.GetBufferPointer(), fbb.GetBufferPointer() + fbb.GetSize());
+}
+
+flatbuffers::Offset<wire::Chunk> BuildChunk(FlatBufferBuilder& fbb, const ChunkRef& c) {
+  auto data = fbb.CreateVector(c.data.data(), c.data.size());
+  return wire::CreateChunk(fbb, c.index, c.count, c.offset, c.total_bytes, data);
+}
+
+bool Finite(double v) { return std::isfinite(v); }
+
+Status CheckString(const flatbuffers::String* s, const char* what, bool required) {
+  if (!s) return required ? Status::Protocol(std::string(what) + " is missing") : Status::Ok();
+  if (s->size() > kMaxStringBytes) return Status::Protocol(std::string(what) + " is longer than 4096 bytes");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Verified VerifyFrame(std::span<const uint8_t> frame, size_t max_frame_bytes) {
+  Verified v;
+  v.error = wire::ErrorCode::MalformedFrame;
+  if (frame.size() < 16) {
+    v.reason = "frame of " + std::to_string(frame.size()) + " bytes is too short to be an envelope";
+    return v;
+  }
+  if (frame.size() > max_frame_bytes) {
+    v.reason = "frame of " + std::to_string(frame.size()) + " bytes exceeds the limit of " +
+               std::to_string(max_frame_bytes);
+    return v;
+  }
+  if (!flatbuffers::BufferHasIdentifier(frame.data(), wire::EnvelopeIdentifier())) {
+    v.reason = "not a Shoal envelope (file identifier is not SHOL)";
+    return v;
+  }
+  flatbuffers::Verifier verifier(frame.data(), frame.size(), kMaxDepth, kMaxTables);
+  if (!wire::VerifyEnvelopeBuffer(verifier)) {
+    v.reason = "envelope failed FlatBuffers verification";
+    return v;
+  }
+  const wire::Envelope* env = wire::GetEnvelope(frame.data());
+  if (env->version() != kProtocolVersion) {
+    v.error = wire::ErrorCode::VersionMismatch;
+    v.reason = "protocol version " + std::to_string(env->version()) + " is not supported; this side speaks version " +
+               std::to_string(kProtocolVersion);
+    return v;
+  }
+  if (env->message_type() == wire::Message::NONE || env->message() == nullptr) {
+    v.reason = "envelope carries no message (or an unknown kind from a newer protocol)";
+    return v;
+  }
+  v.envelope = env;
+  v.error = wire::ErrorCode::Unknown;
+  return v;
+}
+
+std::vector<ChunkRef> SplitPayload(std::span<const uint8_t> payload, size_t chunk_bytes) {
+  if (chunk_bytes == 0) chunk_bytes = kDefaultChunkBytes;
+  const uint64_t total = payload.size();
+  const uint64_t count = total == 0 ? 1 : (total + chunk_bytes - 1) / chunk_bytes;
+  const uint64_t stride = total == 0 ? 0 : (total + count - 1) / count;  // balanced chunks
+  std::vector<ChunkRef> out;
+  out.reserve(count);
+  for (uint64_t i = 0; i < count; ++i) {
+    uint64_t off = i * stride;
+    uint64_t len = std::min<uint64_t>(stride, total - off);
+    out.push_back({static_cast<uint32_t>(i), static_cast<uint32_t>(count), off, total, payload.subspan(off, len)});
+  }
+  return out;
+}
+
+Status ChunkAssembler::Add(const wire::Chunk* c) {
+  if (!c) return Status::Protocol("message has no payload chunk");
+  const uint64_t total = c->total_bytes();
+  const uint32_t count = c->count();
+  const uint32_t index = c->index();
+  const uint64_t len = c->data() ? c->data()->size() : 0;
+  if (total > max_total_)
+    return Status::Protocol("payload of " + std::to_string(total) + " bytes exceeds the limit of " +
+                            std::to_string(max_total_) + " bytes");
+  if (count == 0 || index >= count)
+    return Status::Protocol("chunk index " + std::to_string(index) + " is not below count " + std::to_string(count));
+  if (total > 0 ? count > total : count != 1)
+    return Status::Protocol("chunk count " + std::to_string(count) + " is impossible for " + std::to_string(total) +
+                            " bytes");
+  if (!started_) {
+    started_ = true;
+    count_ = count;
+    total_ = total;
+    stride_ = total == 0 ? 0 : (total + count - 1) / count;
+    // A balanced split never leaves a chunk empty; reject counts that would.
+    if (total > 0 && stride_ * (count - 1) >= total) {
+      started_ = false;
+      return Status::Protocol("chunk count " + std::to_string(count) + " leaves empty chunks for " +
+                              std::to_string(total) + " bytes");
+    }
+    seen_.assign(count, false);
+    bytes_.assign(total, 0);
+  } else if (count != count_ || total != total_) {
+    return Status::Protocol("chunk disagrees with earlier chunks of the payload (count/total)");
+  }
+  const uint64_t want_off = index * stride_;
+  const uint64_t want_len = std::min<uint64_t>(stride_, total_ - want_off);
+  if (c->offset() != want_off || len != want_len)
+    return Status::Protocol("chunk " + std::to_string(index) + " has offset " + std::to_string(c->offset()) +
+                            " and length " + std::to_string(len) + "; expected " + std::to_string(want_off) + " and " +
+                            std::to_string(want_len));
+  if (seen_[index]) return Status::Protocol("chunk " + std::to_string(index) + " was already received");
+  seen_[index] = true;
+  ++received_;
+  if (len) std::memcpy(bytes_.data() + want_off, c->data()->data(), len);
+  return Status::Ok();
+}
+
+std::vector<uint8_t> ChunkAssembler::Take() {
+  std::vector<uint8_t> out = std::move(bytes_);
+  started_ = false;
+  count_ = received_ = 0;
+  total_ = stride_ = 0;
+  seen_.clear();
+  bytes_.clear();
+  return out;
+}
+
+std::span<const uint8_t> AsBytes(std::span<const float> v) {
+  return {reinterpret_cast<const uint8_t*>(v.data()), v.size_bytes()};
+}
+
+StatusOr<std::vector<float>> DecodeDenseF32(std::span<const uint8_t> bytes, size_t expected_count) {
+  if (bytes.size() != expected_count * sizeof(float))
+    return Status::Protocol("dense payload has " + std::to_string(bytes.size()) + " bytes; the model needs " +
+                            std::to_string(expected_count * sizeof(float)));
+  std::vector<float> out(expected_count);
+  if (expected_count) std::memcpy(out.data(), bytes.data(), bytes.size());
+  for (size_t i = 0; i < out.size(); ++i)
+    if (!std::isfinite(out[i]))
+      return Status::Protocol("payload value " + std::to_string(i) + " is not finite (NaN or Inf)");
+  return out;
+}
+
+Frame EncodeHello(const Header& h, const std::string& client_name, uint64_t num_examples, const std::string& trainer) {
+  FlatBufferBuilder fbb(256);
+  auto msg = wire::CreateHelloDirect(fbb, client_name.c_str(), num_examples, trainer.c_str());
+  return Finish(fbb, h, wire::Message::Hello, msg.Union());
+}
+
+Frame EncodeWelcome(const Header& h, const WelcomeInfo& w) {
+  FlatBufferBuilder fbb(1024);
+  const TaskConfig& t = w.task;
+  std::vector<flatbuffers::Offset<wire::TensorDesc>> layout;
+  for (const auto& spec : t.layout) layout.push_back(wire::CreateTensorDescDirect(fbb, spec.name.c_str(), &spec.shape));
+  const OptimizerConfig& o = t.optimizer;
+  auto opt = wire::CreateOptimizerConfigDirect(fbb, o.name.c_str(), o.learning_rate, o.momentum, o.nesterov,
+                                               o.weight_decay, o.beta1, o.beta2, o.eps);
+  auto task = wire::CreateTaskConfigDirect(fbb, t.model.c_str(), &layout, t.dataset.c_str(), opt, t.local_epochs,
+                                           t.local_steps, t.batch_size, t.prox_mu, t.seed, t.test_fraction,
+                                           t.codec.c_str());
+  auto msg = wire::CreateWelcome(fbb, w.client_id, task, w.heartbeat_interval_ms, w.heartbeat_timeout_ms,
+                                 w.chunk_bytes, w.max_frame_bytes);
+  return Finish(fbb, h, wire::Message::Welcome, msg.Union());
+}
+
+Frame EncodeRoundTask(const Header& h, const RoundConfig& c, uint32_t deadline_ms, const std::string& model_hash,
+                      const ChunkRef& chunk) {
+  FlatBufferBuilder fbb(chunk.data.size() + 512);
+  auto cfg = wire::CreateRoundConfig(fbb, c.learning_rate, c.local_epochs, c.local_steps, c.prox_mu);
+  auto hash = fbb.CreateString(model_hash);
+  auto payload = BuildChunk(fbb, chunk);
+  auto msg = wire::CreateRoundTask(fbb, cfg, deadline_ms, hash, wire::PayloadEncoding::DenseF32, payload);
+  return Finish(fbb, h, wire::Message::RoundTask, msg.Union());
+}
+
+Frame EncodeUpdate(const Header& h, uint64_t num_examples, const std::vector<std::pair<std::string, double>>& metrics,
+                   const ChunkRef& chunk) {
+  FlatBufferBuilder fbb(chunk.data.size() + 512);
+  std::vector<flatbuffers::Offset<wire::Metric>> ms;
+  for (const auto& [name, value] : metrics) ms.push_back(wire::CreateMetricDirect(fbb, name.c_str(), value));
+  auto mv = fbb.CreateVector(ms);
+  auto payload = BuildChunk(fbb, chunk);
+  auto msg = wire::CreateUpdate(fbb, num_examples, mv, wire::PayloadEncoding::DenseF32, payload);
+  return Finish(fbb, h, wire::Message::Update, msg.Union());
+}
+
+Frame EncodeAck(const Header& h, bool accepted) {
+  FlatBufferBuilder fbb(64);
+  auto msg = wire::CreateAck(fbb, accepted);
+  return Finish(fbb, h, wire::Message::Ack, msg.Union());
+}
+
+Frame EncodeError(const Header& h, wire::ErrorCode code, const std::string& reason) {
+  FlatBufferBuilder fbb(256);
+  auto msg = wire::CreateErrorDirect(fbb, code, reason.substr(0, kMaxStringBytes).c_str());
+  return Finish(fbb, h, wire::Message::Error, msg.Union());
+}
+
+Frame EncodeHeartbeat(const Header& h, bool busy, float progress) {
+  FlatBufferBuilder fbb(64);
+  auto msg = wire::CreateHeartbeat(fbb, busy, progress);
+  return Finish(fbb, h, wire::Message::Heartbeat, msg.Union());
+}
+
+Frame EncodeBye(const Header& h, const std::string& reason) {
+  FlatBufferBuilder fbb(128);
+  auto msg = wire::CreateByeDirect(fbb, reason.c_str());
+  return Finish(fbb, h, wire::Message::Bye, msg.Union());
+}
+
+StatusOr<TaskConfig> DecodeTask(const wire::TaskConfig* t) {
+  if (!t) return Status::Protocol("Welcome carries no task");
+  SHOAL_RETURN_IF_ERROR(CheckString(t->model(), "task.model", true));
+  SHOAL_RETURN_IF_ERROR(CheckString(t->dataset(), "task.dataset", false));
+  SHOAL_RETURN_IF_ERROR(CheckString(t->codec(), "task.codec", false));
+  TaskConfig out;
+  out.model = t->model()->str();
+  if (t->dataset()) out.dataset = t->dataset()->str();
+  if (t->codec()) out.codec = t->codec()->str();
+  if (!t->layout() || t->layout()->size() == 0) return Status::Protocol("task has an empty model layout");
+  if (t->layout()->size() > kMaxLayoutTensors) return Status::Protocol("task layout has too many tensors");
+  uint64_t total = 0;
+  for (const auto* d : *t->layout()) {
+    SHOAL_RETURN_IF_ERROR(CheckString(d->name(), "tensor name", true));
+    if (!d->shape() || d->shape()->size() == 0 || d->shape()->size() > kMaxTensorRank)
+      return Status::Protocol("tensor '" + d->name()->str() + "' has a missing or too long shape");
+    TensorSpec spec{d->name()->str(), {}};
+    uint64_t n = 1;
+    for (int64_t dim : *d->shape()) {
+      if (dim <= 0 || dim > (int64_t{1} << 32)) return Status::Protocol("tensor '" + spec.name + "' has a bad dimension");
+      spec.shape.push_back(dim);
+      n *= static_cast<uint64_t>(dim);
+      if (n * sizeof(float) > kMaxPayloadBytes) return Status::Protocol("model is larger than the protocol allows");
+    }
+    total += n;
+    if (total * sizeof(float) > kMaxPayloadBytes) return Status::Protocol("model is larger than the protocol allows");
+    out.layout.push_back(std::move(spec));
+  }
+  const auto* o = t->optimizer();
+  if (!o) return Status::Protocol("task has no optimizer");
+  SHOAL_RETURN_IF_ERROR(CheckString(o->name(), "optimizer name", true));
+  out.optimizer.name = o->name()->str();
+  out.optimizer.learning_rate = o->learning_rate();
+  out.optimizer.momentum = o->momentum();
+  out.optimizer.nesterov = o->nesterov();
+  out.optimizer.weight_decay = o->weight_decay();
+  out.optimizer.beta1 = o->beta1();
+  out.optimizer.beta2 = o->beta2();
+  out.optimizer.eps = o->eps();
+  for (double v : {double(o->learning_rate()), double(o->momentum()), double(o->weight_decay()), double(o->beta1()),
+                   double(o->beta2()), double(o->eps()), double(t->prox_mu()), t->test_fraction()})
+    if (!Finite(v)) return Status::Protocol("task has a non-finite number");
+  out.local_epochs = t->local_epochs();
+  out.local_steps = t->local_steps();
+  out.batch_size = t->batch_size();
+  if (out.batch_size == 0) return Status::Protocol("task batch_size is 0");
+  if (out.local_epochs == 0 && out.local_steps == 0) return Status::Protocol("task has neither local epochs nor steps");
+  out.prox_mu = t->prox_mu();
+  out.seed = t->seed();
+  out.test_fraction = t->test_fraction();
+  if (out.test_fraction < 0.0 || out.test_fraction >= 1.0) return Status::Protocol("task test_fraction not in [0, 1)");
+  return out;
+}
+
+StatusOr<WelcomeInfo> DecodeWelcome(const wire::Welcome* w) {
+  WelcomeInfo out;
+  if (w->client_id() == 0) return Status::Protocol("Welcome assigns client id 0");
+  out.client_id = w->client_id();
+  SHOAL_ASSIGN_OR_RETURN(out.task, DecodeTask(w->task()));
+  out.heartbeat_interval_ms = w->heartbeat_interval_ms();
+  out.heartbeat_timeout_ms = w->heartbeat_timeout_ms();
+  out.chunk_bytes = w->chunk_bytes();
+  out.max_frame_bytes = w->max_frame_bytes();
+  if (out.heartbeat_interval_ms == 0 || out.heartbeat_timeout_ms <= out.heartbeat_interval_ms)
+    return Status::Protocol("Welcome has inconsistent heartbeat settings");
+  if (out.chunk_bytes == 0) return Status::Protocol("Welcome has chunk size 0");
+  return out;
+}
+
+StatusOr<RoundConfig> DecodeRoundConfig(const wire::RoundConfig* c, uint64_t round) {
+  if (!c) return Status::Protocol("RoundTask carries no round config");
+  RoundConfig out;
+  out.round = round;
+  out.learning_rate = c->learning_rate();
+  out.local_epochs = c->local_epochs();
+  out.local_steps = c->local_steps();
+  out.prox_mu = c->prox_mu();
+  if (!Finite(out.learning_rate) || out.learning_rate <= 0.0f) return Status::Protocol("round learning rate must be > 0");
+  if (!Finite(out.prox_mu) || out.prox_mu < 0.0f) return Status::Protocol("round prox_mu must be >= 0");
+  if (out.local_epochs == 0 && out.local_steps == 0) return Status::Protocol("round has neither local epochs nor steps");
+  return out;
+}
+
+StatusOr<std::vector<std::pair<std::string, double>>> DecodeMetrics(
+    const flatbuffers::Vector<flatbuffers::Offset<wire::Metric>>* metrics) {
+  std::vector<std::pair<std::string, double>> out;
+  if (!metrics) return out;
+  if (metrics->size() > kMaxMetrics) return Status::Protocol("too many metrics (limit 64)");
+  for (const auto* m : *metrics) {
+    if (!m->name() || m->name()->size() == 0 || m->name()->size() > 64)
+      return Status::Protocol("metric without a name or with a name over 64 bytes");
+    if (!Finite(m->value())) return Status::Protocol("metric '" + m->name()->str() + "' is not finite");
+    out.emplace_back(m->name()->str(), m->value());
+  }
+  return out;
+}
+
+const char* MessageName(wire::Message kind) {
+  const char* name = wire::EnumNameMessage(kind);
+  return (name && *name) ? name : "Unknown";
+}
+
+}  // namespace shoal::protocol

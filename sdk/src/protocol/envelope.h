@@ -1,0 +1,121 @@
+// Encoding and checking of wire frames (DESIGN.md §4). Every inbound frame goes through
+// VerifyFrame (size → FlatBuffers Verifier → version) and then the semantic Decode* checks
+// before anything uses it.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "shoal/status.h"
+#include "shoal/trainer.h"
+#include "shoal/wire/shoal_generated.h"
+
+namespace shoal::protocol {
+
+// Bumped only for changes old peers cannot read (see schemas/shoal.fbs).
+inline constexpr uint32_t kProtocolVersion = 1;
+// Default payload chunk: 16 MiB.
+inline constexpr size_t kDefaultChunkBytes = size_t{16} << 20;
+// Room for everything in a frame besides chunk data (header, metrics, task description).
+inline constexpr size_t kFrameOverheadBytes = size_t{256} << 10;
+inline constexpr size_t MaxFrameBytes(size_t chunk_bytes) { return chunk_bytes + kFrameOverheadBytes; }
+// Largest model the protocol accepts in one payload: 2^34 bytes (4 Gi floats).
+inline constexpr uint64_t kMaxPayloadBytes = uint64_t{1} << 34;
+
+using Frame = std::vector<uint8_t>;
+
+// Envelope fields shared by every message.
+struct Header {
+  uint64_t session = 0;
+  uint64_t round = 0;
+  uint32_t sender = 0;
+  uint64_t sequence = 0;
+};
+
+// Result of VerifyFrame: the envelope (pointing into the frame's bytes) or why it was refused.
+struct Verified {
+  const wire::Envelope* envelope = nullptr;
+  wire::ErrorCode error = wire::ErrorCode::Unknown;
+  std::string reason;
+  bool ok() const { return envelope != nullptr; }
+};
+// Size check, file identifier, FlatBuffers Verifier with tight depth/table limits, a known
+// message kind, then the protocol version (VersionMismatch names both versions).
+Verified VerifyFrame(std::span<const uint8_t> frame, size_t max_frame_bytes);
+
+// One chunk of a payload, ready to encode.
+struct ChunkRef {
+  uint32_t index = 0;
+  uint32_t count = 1;
+  uint64_t offset = 0;
+  uint64_t total_bytes = 0;
+  std::span<const uint8_t> data;
+};
+// Cuts `payload` into balanced chunks of at most `chunk_bytes` (see Chunk in the schema).
+// An empty payload gives one empty chunk.
+std::vector<ChunkRef> SplitPayload(std::span<const uint8_t> payload, size_t chunk_bytes);
+
+// Reassembles one payload from its chunks, in any order, checking each against the others
+// and against a size limit before allocating. Duplicate or inconsistent chunks are errors.
+class ChunkAssembler {
+ public:
+  // max_total_bytes: the largest payload acceptable here (e.g. the model's size in bytes).
+  explicit ChunkAssembler(uint64_t max_total_bytes) : max_total_(max_total_bytes) {}
+  Status Add(const wire::Chunk* chunk);
+  bool complete() const { return started_ && received_ == count_; }
+  uint32_t received() const { return received_; }
+  // The payload; only when complete(). Leaves the assembler empty.
+  std::vector<uint8_t> Take();
+
+ private:
+  uint64_t max_total_;
+  bool started_ = false;
+  uint32_t count_ = 0;
+  uint32_t received_ = 0;
+  uint64_t total_ = 0;
+  uint64_t stride_ = 0;
+  std::vector<bool> seen_;
+  std::vector<uint8_t> bytes_;
+};
+
+// Dense float32 payloads ----------------------------------------------------------------------
+std::span<const uint8_t> AsBytes(std::span<const float> v);
+// Exactly `expected_count` finite floats; ShapeMismatch / NonFinite reasons otherwise.
+StatusOr<std::vector<float>> DecodeDenseF32(std::span<const uint8_t> bytes, size_t expected_count);
+
+// Messages ------------------------------------------------------------------------------------
+struct WelcomeInfo {
+  uint32_t client_id = 0;
+  TaskConfig task;
+  uint32_t heartbeat_interval_ms = 1000;
+  uint32_t heartbeat_timeout_ms = 10000;
+  uint32_t chunk_bytes = static_cast<uint32_t>(kDefaultChunkBytes);
+  uint32_t max_frame_bytes = static_cast<uint32_t>(MaxFrameBytes(kDefaultChunkBytes));
+};
+
+Frame EncodeHello(const Header& h, const std::string& client_name, uint64_t num_examples, const std::string& trainer);
+Frame EncodeWelcome(const Header& h, const WelcomeInfo& w);
+Frame EncodeRoundTask(const Header& h, const RoundConfig& config, uint32_t deadline_ms, const std::string& model_hash,
+                      const ChunkRef& chunk);
+Frame EncodeUpdate(const Header& h, uint64_t num_examples,
+                   const std::vector<std::pair<std::string, double>>& metrics, const ChunkRef& chunk);
+Frame EncodeAck(const Header& h, bool accepted);
+Frame EncodeError(const Header& h, wire::ErrorCode code, const std::string& reason);
+Frame EncodeHeartbeat(const Header& h, bool busy, float progress);
+Frame EncodeBye(const Header& h, const std::string& reason);
+
+// Semantic checks of decoded messages. Each returns InvalidArgument/Protocol with a reason
+// fit for an Error reply.
+StatusOr<WelcomeInfo> DecodeWelcome(const wire::Welcome* w);
+StatusOr<TaskConfig> DecodeTask(const wire::TaskConfig* t);
+StatusOr<RoundConfig> DecodeRoundConfig(const wire::RoundConfig* c, uint64_t round);
+StatusOr<std::vector<std::pair<std::string, double>>> DecodeMetrics(
+    const flatbuffers::Vector<flatbuffers::Offset<wire::Metric>>* metrics);
+
+// Short name of a message kind for logs and metrics ("Hello", "Update", ...).
+const char* MessageName(wire::Message kind);
+
+}  // namespace shoal::protocol

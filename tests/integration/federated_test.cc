@@ -1,0 +1,188 @@
+// End-to-end federated training with real processes on 127.0.0.1.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <memory>
+
+#include "core/checkpoint.h"
+#include "crypto/crypto.h"
+#include "harness.h"
+
+namespace shoal::testing {
+namespace {
+
+using std::chrono::seconds;
+const std::map<std::string, std::string> kOneThread = {{"OPENBLAS_NUM_THREADS", "1"}};
+
+std::vector<std::unique_ptr<Process>> StartClients(int port, int count, const std::string& dir,
+                                                   std::vector<std::string> extra = {}) {
+  std::vector<std::unique_ptr<Process>> out;
+  for (int i = 0; i < count; ++i) {
+    auto args = ClientArgs(port, i, count);
+    args.insert(args.end(), extra.begin(), extra.end());
+    out.push_back(std::make_unique<Process>("shoal-client", args, dir + "/client" + std::to_string(i), kOneThread));
+  }
+  return out;
+}
+
+void ExpectAllExitZero(std::vector<std::unique_ptr<Process>>& ps) {
+  for (auto& p : ps) EXPECT_EQ(p->Wait(seconds(30)), 0) << p->Stderr();
+}
+
+// (a) aggregator + 3 clients, 5 rounds: accuracy rises and the metrics follow DESIGN.md §6.
+TEST(Federated, ThreeClientsFiveRoundsAccuracyRises) {
+  const std::string dir = TempDir("basic");
+  const int port = FreePort();
+  Process agg("shoal-aggregator", AggregatorArgs(port, 5, 3, dir + "/run.jsonl"), dir + "/agg", kOneThread);
+  auto clients = StartClients(port, 3, dir);
+  ASSERT_EQ(agg.Wait(seconds(120)), 0) << agg.Stderr();
+  ExpectAllExitZero(clients);
+  auto lines = ReadJsonLines(dir + "/run.jsonl");
+  ASSERT_EQ(lines.size(), 5u);
+  for (const char* key : {"round", "clients_selected", "clients_reported", "clients_dropped", "test_loss",
+                          "test_accuracy", "bytes_up", "bytes_down", "bytes_dense_equiv", "seconds", "model_hash"})
+    EXPECT_TRUE(lines[0].contains(key)) << key;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    EXPECT_EQ(lines[i]["round"], i + 1);
+    EXPECT_EQ(lines[i]["clients_reported"], 3);
+    EXPECT_GT(lines[i]["bytes_up"].get<uint64_t>(), 0u);
+    // Dense fp32 each way: bytes on the wire are the model plus a small envelope overhead.
+    EXPECT_GE(lines[i]["bytes_up"].get<uint64_t>() + lines[i]["bytes_down"].get<uint64_t>(),
+              lines[i]["bytes_dense_equiv"].get<uint64_t>());
+  }
+  EXPECT_GT(lines[4]["test_accuracy"].get<double>(), lines[0]["test_accuracy"].get<double>());
+  EXPECT_GT(lines[4]["test_accuracy"].get<double>(), 0.85);
+  EXPECT_NE(lines[3]["model_hash"], lines[4]["model_hash"]);
+}
+
+// (b) a client killed with SIGKILL mid-round: the round closes without it, the service keeps
+// running, and the restarted client joins a later round.
+TEST(Federated, KilledClientIsDroppedAndRejoins) {
+  const std::string dir = TempDir("kill");
+  const int port = FreePort();
+  auto args = AggregatorArgs(port, 6, 3, dir + "/run.jsonl");
+  // Long enough local work that the kill lands inside a round.
+  args.insert(args.end(), {"--local-epochs", "20"});
+  Process agg("shoal-aggregator", args, dir + "/agg", kOneThread);
+  auto clients = StartClients(port, 3, dir);
+  ASSERT_TRUE(WaitFor([&] { return agg.Stderr().find("round 2 started") != std::string::npos; }, seconds(60)))
+      << agg.Stderr();
+  clients[0]->Signal(SIGKILL);
+  EXPECT_EQ(clients[0]->Wait(seconds(5)), 128 + SIGKILL);
+  // Let the aggregator notice, then restart the client under the same partition.
+  ASSERT_TRUE(WaitFor([&] { return ReadJsonLines(dir + "/run.jsonl").size() >= 2; }, seconds(60))) << agg.Stderr();
+  clients[0] = std::make_unique<Process>("shoal-client", ClientArgs(port, 0, 3), dir + "/client0-restarted", kOneThread);
+  ASSERT_EQ(agg.Wait(seconds(180)), 0) << agg.Stderr();
+  ExpectAllExitZero(clients);
+  auto lines = ReadJsonLines(dir + "/run.jsonl");
+  ASSERT_EQ(lines.size(), 6u);
+  EXPECT_EQ(lines[1]["round"], 2);
+  EXPECT_EQ(lines[1]["clients_reported"], 2) << "round 2 should close with the two survivors";
+  EXPECT_GE(lines[1]["clients_dropped"].get<int>(), 1);
+  EXPECT_EQ(lines.back()["clients_reported"], 3) << "the restarted client should be back by the last round";
+}
+
+// (d) stop after round 3 (SIGTERM), restart with --resume: training continues at the next
+// round, and the final model is bit-identical to an uninterrupted run.
+TEST(Federated, ResumeContinuesWithTheSameModel) {
+  const std::string dir = TempDir("resume");
+  // Reference: 5 rounds without interruption.
+  std::string reference_hash;
+  {
+    const int port = FreePort();
+    Process agg("shoal-aggregator", AggregatorArgs(port, 5, 3, dir + "/ref.jsonl"), dir + "/ref-agg", kOneThread);
+    auto clients = StartClients(port, 3, dir + "/ref");
+    ASSERT_EQ(agg.Wait(seconds(120)), 0) << agg.Stderr();
+    ExpectAllExitZero(clients);
+    auto lines = ReadJsonLines(dir + "/ref.jsonl");
+    ASSERT_EQ(lines.size(), 5u);
+    reference_hash = lines[4]["model_hash"];
+  }
+  const int port = FreePort();
+  auto args = AggregatorArgs(port, 5, 3, dir + "/run.jsonl");
+  args.insert(args.end(), {"--checkpoint-dir", dir + "/ckpt"});
+  auto agg = std::make_unique<Process>("shoal-aggregator", args, dir + "/agg1", kOneThread);
+  auto clients = StartClients(port, 3, dir);
+  ASSERT_TRUE(WaitFor([&] { return ReadJsonLines(dir + "/run.jsonl").size() >= 3; }, seconds(120)));
+  agg->Signal(SIGTERM);
+  ASSERT_EQ(agg->Wait(seconds(30)), 0) << agg->Stderr();
+  auto before = ReadJsonLines(dir + "/run.jsonl");
+  auto ck = ReadCheckpoint(dir + "/ckpt/checkpoint.shoal");
+  ASSERT_TRUE(ck.ok()) << ck.status().ToString();
+  ASSERT_EQ(ck->round, before.size());
+  EXPECT_EQ(crypto::ModelHash(ck->params.span()), before.back()["model_hash"].get<std::string>());
+
+  // Without --resume the aggregator refuses to overwrite the committed run.
+  {
+    Process refused("shoal-aggregator", args, dir + "/agg-refused");
+    EXPECT_EQ(refused.Wait(seconds(30)), 1);
+    EXPECT_NE(refused.Stderr().find("--resume"), std::string::npos) << refused.Stderr();
+  }
+  args.push_back("--resume");
+  agg = std::make_unique<Process>("shoal-aggregator", args, dir + "/agg2", kOneThread);
+  ASSERT_EQ(agg->Wait(seconds(120)), 0) << agg->Stderr();
+  ExpectAllExitZero(clients);  // the same client processes reconnected
+  auto lines = ReadJsonLines(dir + "/run.jsonl");
+  ASSERT_EQ(lines.size(), 5u);
+  for (size_t i = 0; i < lines.size(); ++i) EXPECT_EQ(lines[i]["round"], i + 1);
+  EXPECT_EQ(lines[4]["model_hash"], reference_hash);
+}
+
+// (e) a model larger than the chunk size round-trips exactly: the same run with 1 KiB chunks
+// and with 16 MiB chunks ends with the same model hash.
+TEST(Federated, ChunkedTransferIsExact) {
+  const std::string dir = TempDir("chunks");
+  std::vector<std::string> hashes;
+  for (const char* chunk : {"1K", "16M"}) {
+    const int port = FreePort();
+    auto args = AggregatorArgs(port, 2, 2, dir + "/run-" + chunk + ".jsonl");
+    args.insert(args.end(), {"--chunk-size", chunk});
+    Process agg("shoal-aggregator", args, dir + "/agg-" + chunk, kOneThread);
+    auto clients = StartClients(port, 2, dir + "/" + chunk);
+    ASSERT_EQ(agg.Wait(seconds(120)), 0) << agg.Stderr();
+    ExpectAllExitZero(clients);
+    auto lines = ReadJsonLines(dir + "/run-" + std::string(chunk) + ".jsonl");
+    ASSERT_EQ(lines.size(), 2u);
+    EXPECT_EQ(lines[1]["clients_reported"], 2);
+    hashes.push_back(lines[1]["model_hash"]);
+  }
+  EXPECT_EQ(hashes[0], hashes[1]);
+}
+
+// The embedding example (its own logistic regression through the Trainer interface) trains
+// with a real aggregator.
+TEST(Federated, EmbeddedApplicationTrainer) {
+  const std::string dir = TempDir("embed");
+  const int port = FreePort();
+  auto args = AggregatorArgs(port, 5, 2, dir + "/run.jsonl");
+  args.insert(args.end(), {"--model", "linear"});
+  Process agg("shoal-aggregator", args, dir + "/agg", kOneThread);
+  std::vector<std::unique_ptr<Process>> apps;
+  for (int i = 0; i < 2; ++i)
+    apps.push_back(std::make_unique<Process>(
+        "embed_logreg", std::vector<std::string>{"--connect", Endpoint(port), "--partition", std::to_string(i) + "/2"},
+        dir + "/app" + std::to_string(i)));
+  ASSERT_EQ(agg.Wait(seconds(120)), 0) << agg.Stderr();
+  ExpectAllExitZero(apps);
+  auto lines = ReadJsonLines(dir + "/run.jsonl");
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_EQ(lines[4]["clients_reported"], 2);
+  EXPECT_GT(lines[4]["test_accuracy"].get<double>(), lines[0]["test_accuracy"].get<double>());
+  EXPECT_GT(lines[4]["test_accuracy"].get<double>(), 0.85);
+  EXPECT_NE(apps[0]->Stdout().find("round 5: train_loss"), std::string::npos) << apps[0]->Stdout();
+}
+
+// The same application refuses a task whose model it cannot train, with a clear message.
+TEST(Federated, EmbeddedApplicationRefusesAForeignModel) {
+  const std::string dir = TempDir("embed-refuse");
+  const int port = FreePort();
+  Process agg("shoal-aggregator", AggregatorArgs(port, 1, 1, dir + "/run.jsonl"), dir + "/agg");
+  Process app("embed_logreg", {"--connect", Endpoint(port), "--partition", "0/1"}, dir + "/app");
+  EXPECT_EQ(app.Wait(seconds(30)), 1);
+  EXPECT_NE(app.Stderr().find("--model linear"), std::string::npos) << app.Stderr();
+  agg.Signal(SIGTERM);
+  EXPECT_EQ(agg.Wait(seconds(10)), 0);
+}
+
+}  // namespace
+}  // namespace shoal::testing

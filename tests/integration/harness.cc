@@ -1,0 +1,129 @@
+#include "harness.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace shoal::testing {
+
+std::string BinDir() { return SHOAL_BIN_DIR; }
+
+int FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  int port = ntohs(a.sin_port);
+  ::close(fd);
+  return port;
+}
+
+std::string Endpoint(int port) { return "tcp://127.0.0.1:" + std::to_string(port); }
+
+std::string TempDir(const std::string& name) {
+  const char* base = std::getenv("TEST_TMPDIR");
+  std::filesystem::path p = std::filesystem::path(base ? base : "/tmp") /
+                            ("shoal-it-" + std::to_string(::getpid()) + "-" + name);
+  std::filesystem::remove_all(p);
+  std::filesystem::create_directories(p);
+  return p.string();
+}
+
+Process::Process(const std::string& program, const std::vector<std::string>& args, const std::string& log_prefix,
+                 const std::map<std::string, std::string>& env)
+    : out_(log_prefix + ".out"), err_(log_prefix + ".err") {
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    int out = ::open(out_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int err = ::open(err_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    int devnull = ::open("/dev/null", O_RDONLY);
+    ::dup2(devnull, 0);
+    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+    std::vector<char*> argv;
+    std::string path = program.find('/') == std::string::npos ? BinDir() + "/" + program : program;
+    argv.push_back(const_cast<char*>(path.c_str()));
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(path.c_str(), argv.data());
+    ::_exit(127);
+  }
+}
+
+Process::~Process() {
+  if (pid_ > 0 && !reaped_) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, &status_, 0);
+  }
+}
+
+void Process::Signal(int sig) {
+  if (pid_ > 0 && !reaped_) ::kill(pid_, sig);
+}
+
+bool Process::Running() {
+  if (reaped_) return false;
+  pid_t r = ::waitpid(pid_, &status_, WNOHANG);
+  if (r == pid_) reaped_ = true;
+  return !reaped_;
+}
+
+int Process::Wait(std::chrono::milliseconds timeout) {
+  WaitFor([&] { return !Running(); }, timeout);
+  if (!reaped_) return -1;
+  if (WIFEXITED(status_)) return WEXITSTATUS(status_);
+  if (WIFSIGNALED(status_)) return 128 + WTERMSIG(status_);
+  return -1;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string Process::Stdout() const { return ReadFile(out_); }
+std::string Process::Stderr() const { return ReadFile(err_); }
+
+std::vector<nlohmann::json> ReadJsonLines(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream f(path);
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.empty()) continue;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << "unparsable metrics line: " << line;
+    if (!j.is_discarded()) out.push_back(std::move(j));
+  }
+  return out;
+}
+
+std::vector<std::string> AggregatorArgs(int port, int rounds, int min_clients, const std::string& metrics) {
+  return {"--listen", Endpoint(port), "--rounds", std::to_string(rounds), "--min-clients", std::to_string(min_clients),
+          "--model", "mlp:32", "--dataset", "digits", "--seed", "7", "--lr", "0.1", "--momentum", "0.9",
+          "--metrics-out", metrics, "--round-timeout", "20", "--heartbeat-interval", "0.2",
+          "--heartbeat-timeout", "2", "--log-level", "info"};
+}
+
+std::vector<std::string> ClientArgs(int port, int index, int count) {
+  return {"--connect", Endpoint(port), "--dataset", "digits", "--partition",
+          std::to_string(index) + "/" + std::to_string(count), "--partition-scheme", "iid", "--no-progress",
+          "--connect-timeout", "20", "--reconnect-timeout", "30", "--device", "cpu"};
+}
+
+}  // namespace shoal::testing

@@ -1,0 +1,65 @@
+// Helpers for integration tests: real processes from build/bin on 127.0.0.1.
+#pragma once
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace shoal::testing {
+
+std::string BinDir();
+// A TCP port on 127.0.0.1 that was free a moment ago.
+int FreePort();
+std::string Endpoint(int port);
+// A fresh directory under the test temp dir.
+std::string TempDir(const std::string& name);
+
+// A child process with stdout and stderr sent to files (<log_prefix>.out / .err).
+class Process {
+ public:
+  Process(const std::string& program, const std::vector<std::string>& args, const std::string& log_prefix,
+          const std::map<std::string, std::string>& env = {});
+  ~Process();  // kills the process if still running
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+
+  pid_t pid() const { return pid_; }
+  void Signal(int sig);
+  // Waits up to `timeout`; returns the exit code, 128+signal if killed, or -1 on timeout.
+  int Wait(std::chrono::milliseconds timeout);
+  bool Running();
+  std::string Stdout() const;
+  std::string Stderr() const;
+
+ private:
+  pid_t pid_ = -1;
+  int status_ = -1;
+  bool reaped_ = false;
+  std::string out_, err_;
+};
+
+// Polls `pred` every 50 ms until it holds or `timeout` passes.
+template <typename Pred>
+bool WaitFor(Pred pred, std::chrono::milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    if (pred()) return true;
+    ::usleep(50 * 1000);
+  }
+  return pred();
+}
+
+std::string ReadFile(const std::string& path);
+// One JSON object per line; unparsable lines fail the calling test.
+std::vector<nlohmann::json> ReadJsonLines(const std::string& path);
+
+// Common flags for a quick aggregator on digits.
+std::vector<std::string> AggregatorArgs(int port, int rounds, int min_clients, const std::string& metrics);
+std::vector<std::string> ClientArgs(int port, int index, int count);
+
+}  // namespace shoal::testing

@@ -1,0 +1,394 @@
+// The built-in trainer end to end: on a CSV file the test writes (always) and on sklearn's
+// digits (when scripts/setup has fetched them into the data directory).
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "backend/backend.h"
+#include "core/rng.h"
+#include "data/dataset.h"
+#include "nn/model.h"
+#include "shoal/trainer.h"
+
+namespace shoal {
+namespace {
+
+namespace fs = std::filesystem;
+
+double Norm(const std::vector<float>& v) {
+  double s = 0.0;
+  for (float x : v) s += static_cast<double>(x) * x;
+  return std::sqrt(s);
+}
+
+// The layout the aggregator would send for `model` on data of this shape.
+std::vector<TensorSpec> LayoutOf(const std::string& model, int64_t dim, int32_t classes) {
+  auto backend = MakeCpuBackend();
+  auto mlp = nn::Mlp::Create(*nn::ParseModelSpec(model), dim, classes, backend.get());
+  EXPECT_TRUE(mlp.ok()) << mlp.status().ToString();
+  return (*mlp)->Layout();
+}
+
+class BuiltinTrainerTest : public ::testing::Test {
+ protected:
+  static constexpr int kRows = 240;
+  static constexpr int kDim = 4;
+  static constexpr int kClasses = 3;
+
+  void SetUp() override {
+    char pattern[] = "/tmp/shoal_nn_test_XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+    csv_ = dir_ + "/blobs.csv";
+    // Three well-separated Gaussian blobs, label in the last column, with a header line.
+    std::ofstream out(csv_);
+    out << "f0,f1,f2,f3,label\n";
+    Rng rng(99);
+    for (int i = 0; i < kRows; ++i) {
+      const int label = i % kClasses;
+      for (int j = 0; j < kDim; ++j) out << ((j % kClasses == label ? 2.0 : -1.0) + 0.6 * rng.Normal()) << ",";
+      out << label << "\n";
+    }
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  BuiltinTrainerOptions Options(uint32_t index = 0, uint32_t count = 2) const {
+    BuiltinTrainerOptions o;
+    o.dataset = "csv:" + csv_;
+    o.partition_index = index;
+    o.partition_count = count;
+    o.device = "cpu";
+    return o;
+  }
+
+  TaskConfig Task(const std::string& model = "mlp:8") const {
+    TaskConfig t;
+    t.model = model;
+    t.layout = LayoutOf(model, kDim, kClasses);
+    t.dataset = "csv:" + csv_;
+    t.optimizer.learning_rate = 0.1f;
+    t.batch_size = 16;
+    t.seed = 7;
+    t.test_fraction = 0.25;
+    return t;
+  }
+
+  std::unique_ptr<Trainer> Make(const BuiltinTrainerOptions& o, const TaskConfig& task) const {
+    auto trainer = MakeBuiltinTrainer(o);
+    EXPECT_TRUE(trainer.ok()) << trainer.status().ToString();
+    if (!trainer.ok()) return nullptr;
+    Status st = (*trainer)->Configure(task);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return std::move(trainer).value();
+  }
+
+  std::vector<float> InitialModel(const TaskConfig& task, uint64_t seed = 1) const {
+    auto backend = MakeCpuBackend();
+    auto mlp = nn::Mlp::Create(*nn::ParseModelSpec(task.model), kDim, kClasses, backend.get());
+    ParameterArena arena;
+    (*mlp)->Init(&arena, seed);
+    return {arena.data(), arena.data() + arena.size()};
+  }
+
+  // This client's part, derived exactly as the trainer is documented to derive it.
+  data::Dataset LocalPart(const TaskConfig& task, uint32_t index, uint32_t count) const {
+    auto full = data::LoadDataset("csv:" + csv_, "");
+    EXPECT_TRUE(full.ok()) << full.status().ToString();
+    auto split = data::TrainTestSplit(*full, task.test_fraction, task.seed);
+    EXPECT_TRUE(split.ok());
+    auto parts = data::Partition(split->train.y, split->train.num_classes, count, "iid", task.seed);
+    EXPECT_TRUE(parts.ok());
+    return data::Subset(split->train, (*parts)[index]);
+  }
+
+  std::string dir_;
+  std::string csv_;
+};
+
+TEST_F(BuiltinTrainerTest, FactoryFailsFastWithTheLoadersError) {
+  BuiltinTrainerOptions o = Options();
+  o.dataset = "csv:" + dir_ + "/missing.csv";
+  auto trainer = MakeBuiltinTrainer(o);
+  ASSERT_FALSE(trainer.ok());
+  EXPECT_NE(trainer.status().message().find("missing.csv"), std::string::npos) << trainer.status().ToString();
+
+  o = Options(2, 2);
+  trainer = MakeBuiltinTrainer(o);
+  ASSERT_FALSE(trainer.ok());
+  EXPECT_EQ(trainer.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(trainer.status().message().find("2/2"), std::string::npos) << trainer.status().ToString();
+
+  o = Options();
+  o.device = "tpu";
+  EXPECT_FALSE(MakeBuiltinTrainer(o).ok());
+}
+
+TEST_F(BuiltinTrainerTest, ConfigureChecksTheSeedAndTheLayout) {
+  BuiltinTrainerOptions o = Options();
+  o.seed = 8;
+  auto trainer = MakeBuiltinTrainer(o);
+  ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
+  Status st = (*trainer)->Configure(Task());
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("8"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("7"), std::string::npos) << st.message();
+
+  o.seed = 7;
+  trainer = MakeBuiltinTrainer(o);
+  ASSERT_TRUE(trainer.ok());
+  TaskConfig task = Task("mlp:8");
+  task.layout = LayoutOf("mlp:16", kDim, kClasses);  // the aggregator thinks it is another model
+  st = (*trainer)->Configure(task);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find(LayoutToString(LayoutOf("mlp:8", kDim, kClasses))), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find(LayoutToString(task.layout)), std::string::npos) << st.message();
+
+  task = Task();
+  task.model = "cnn";
+  EXPECT_EQ((*trainer)->Configure(task).code(), StatusCode::kInvalidArgument);
+  task = Task();
+  task.optimizer.nesterov = true;  // without momentum
+  EXPECT_EQ((*trainer)->Configure(task).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE((*trainer)->Configure(Task()).ok());
+}
+
+TEST_F(BuiltinTrainerTest, TrainAndEvaluateBeforeConfigureAreRefused) {
+  auto trainer = MakeBuiltinTrainer(Options());
+  ASSERT_TRUE(trainer.ok());
+  TrainResult result;
+  EvalResult eval;
+  std::vector<float> w(10);
+  EXPECT_EQ((*trainer)->Train(w, RoundConfig{}, TrainContext{}, &result).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*trainer)->Evaluate(w, &eval).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*trainer)->name(), "builtin");
+}
+
+TEST_F(BuiltinTrainerTest, EpochsAndStepsCountExamples) {
+  const TaskConfig task = Task();
+  auto trainer = Make(Options(0, 2), task);
+  ASSERT_TRUE(trainer);
+  const data::Dataset local = LocalPart(task, 0, 2);
+  ASSERT_GT(local.n, 0);
+  EXPECT_EQ(trainer->num_examples(), static_cast<uint64_t>(local.n));
+  const std::vector<float> global = InitialModel(task);
+
+  RoundConfig round;
+  round.learning_rate = 0.1f;
+  round.local_epochs = 2;
+  TrainResult result;
+  ASSERT_TRUE(trainer->Train(global, round, TrainContext{}, &result).ok());
+  EXPECT_EQ(result.num_examples, 2u * local.n);
+  EXPECT_EQ(result.delta.size(), global.size());
+  EXPECT_GT(Norm(result.delta), 0.0);
+  ASSERT_EQ(result.metrics.size(), 2u);
+  EXPECT_EQ(result.metrics[0].first, "train_loss");
+  EXPECT_GT(result.metrics[0].second, 0.0);
+  EXPECT_EQ(result.metrics[1].first, "train_accuracy");
+  EXPECT_GE(result.metrics[1].second, 0.0);
+  EXPECT_LE(result.metrics[1].second, 1.0);
+
+  round.local_steps = 5;  // overrides epochs; crosses an epoch boundary when 5 * 16 > n
+  ASSERT_TRUE(trainer->Train(global, round, TrainContext{}, &result).ok());
+  EXPECT_EQ(result.num_examples, 5u * 16u);
+}
+
+TEST_F(BuiltinTrainerTest, OneFullBatchStepIsMinusLearningRateTimesGradient) {
+  TaskConfig task = Task();
+  task.batch_size = 1000;  // larger than the part: one step sees every local example once
+  auto trainer = Make(Options(1, 2), task);
+  ASSERT_TRUE(trainer);
+  const std::vector<float> global = InitialModel(task, 3);
+  RoundConfig round;
+  round.learning_rate = 0.25f;  // the round's rate, not the task's 0.1
+  round.local_steps = 1;
+  TrainResult result;
+  ASSERT_TRUE(trainer->Train(global, round, TrainContext{}, &result).ok());
+
+  const data::Dataset local = LocalPart(task, 1, 2);
+  EXPECT_EQ(result.num_examples, static_cast<uint64_t>(local.n));
+  auto backend = MakeCpuBackend();
+  auto mlp = nn::Mlp::Create(*nn::ParseModelSpec(task.model), kDim, kClasses, backend.get());
+  std::vector<float> grads(global.size());
+  double loss_sum = 0.0;
+  (*mlp)->ForwardBackward(global.data(), local.x.data(), local.y.data(), static_cast<int>(local.n), grads.data(),
+                          &loss_sum, nullptr);
+  for (size_t i = 0; i < grads.size(); ++i)
+    EXPECT_NEAR(result.delta[i], -0.25f * grads[i], 1e-6 + 1e-4 * std::fabs(grads[i])) << i;
+  EXPECT_NEAR(result.metrics[0].second, loss_sum / local.n, 1e-5);
+}
+
+TEST_F(BuiltinTrainerTest, ShufflesAreDeterministicPerRoundAndPart) {
+  const TaskConfig task = Task();
+  const std::vector<float> global = InitialModel(task);
+  RoundConfig round;
+  round.round = 3;
+  round.learning_rate = 0.1f;
+  round.local_epochs = 1;
+  auto train = [&](uint32_t index, uint64_t r) {
+    auto trainer = Make(Options(index, 2), task);
+    RoundConfig rc = round;
+    rc.round = r;
+    TrainResult result;
+    EXPECT_TRUE(trainer->Train(global, rc, TrainContext{}, &result).ok());
+    return result.delta;
+  };
+  const std::vector<float> a = train(0, 3);
+  EXPECT_EQ(a, train(0, 3)) << "same task, part and round must give the same bytes";
+  EXPECT_NE(a, train(0, 4)) << "another round must reshuffle";
+  EXPECT_NE(a, train(1, 3)) << "another part has other data";
+}
+
+TEST_F(BuiltinTrainerTest, FedProxKeepsTheLocalModelCloserToTheGlobalOne) {
+  const TaskConfig task = Task();
+  auto trainer = Make(Options(0, 2), task);
+  ASSERT_TRUE(trainer);
+  const std::vector<float> global = InitialModel(task);
+  RoundConfig round;
+  round.learning_rate = 0.1f;
+  round.local_epochs = 3;
+  TrainResult plain, prox;
+  ASSERT_TRUE(trainer->Train(global, round, TrainContext{}, &plain).ok());
+  round.prox_mu = 1.0f;
+  ASSERT_TRUE(trainer->Train(global, round, TrainContext{}, &prox).ok());
+  EXPECT_LT(Norm(prox.delta), 0.8 * Norm(plain.delta));
+  EXPECT_GT(Norm(prox.delta), 0.0);
+  round.prox_mu = -1.0f;
+  EXPECT_EQ(trainer->Train(global, round, TrainContext{}, &prox).code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(BuiltinTrainerTest, ReportsProgressAndHonoursCancellation) {
+  const TaskConfig task = Task();
+  auto trainer = Make(Options(0, 2), task);
+  ASSERT_TRUE(trainer);
+  const std::vector<float> global = InitialModel(task);
+  RoundConfig round;
+  round.learning_rate = 0.1f;
+  round.local_epochs = 4;
+
+  std::vector<float> seen;
+  TrainContext ctx;
+  ctx.progress = [&](float f) { seen.push_back(f); };
+  TrainResult result;
+  ASSERT_TRUE(trainer->Train(global, round, ctx, &result).ok());
+  ASSERT_GE(seen.size(), 2u);
+  EXPECT_FLOAT_EQ(seen.back(), 1.0f);
+  for (size_t i = 1; i < seen.size(); ++i) EXPECT_GT(seen[i], seen[i - 1]);
+
+  // Cancel from "another thread" after the second progress report.
+  std::atomic<bool> cancel{false};
+  int calls = 0;
+  ctx.cancel = &cancel;
+  ctx.progress = [&](float) {
+    if (++calls == 2) cancel = true;
+  };
+  Status st = trainer->Train(global, round, ctx, &result);
+  EXPECT_EQ(st.code(), StatusCode::kCancelled) << st.ToString();
+  EXPECT_EQ(calls, 2);
+}
+
+TEST_F(BuiltinTrainerTest, RejectsAGlobalModelOfTheWrongSize) {
+  auto trainer = Make(Options(), Task());
+  ASSERT_TRUE(trainer);
+  std::vector<float> wrong(5);
+  TrainResult result;
+  EvalResult eval;
+  EXPECT_EQ(trainer->Train(wrong, RoundConfig{}, TrainContext{}, &result).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(trainer->Evaluate(wrong, &eval).code(), StatusCode::kInvalidArgument);
+}
+
+// FedAvg by hand over two built-in trainers; the held-out split (never seen by the clients)
+// must be learned.
+void RunFedAvg(std::vector<std::unique_ptr<Trainer>>& clients, std::vector<float>* global, int rounds, float lr) {
+  for (int r = 0; r < rounds; ++r) {
+    RoundConfig round;
+    round.round = static_cast<uint64_t>(r);
+    round.learning_rate = lr;
+    round.local_epochs = 1;
+    std::vector<double> sum(global->size(), 0.0);
+    uint64_t total = 0;
+    for (auto& client : clients) {
+      TrainResult result;
+      Status st = client->Train(*global, round, TrainContext{}, &result);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      for (size_t i = 0; i < sum.size(); ++i) sum[i] += static_cast<double>(result.num_examples) * result.delta[i];
+      total += result.num_examples;
+    }
+    ASSERT_GT(total, 0u);
+    for (size_t i = 0; i < sum.size(); ++i) (*global)[i] += static_cast<float>(sum[i] / total);
+  }
+}
+
+TEST_F(BuiltinTrainerTest, FederatedRoundsLearnTheHeldOutSplit) {
+  const TaskConfig task = Task();
+  std::vector<std::unique_ptr<Trainer>> clients;
+  for (uint32_t i = 0; i < 2; ++i) clients.push_back(Make(Options(i, 2), task));
+  std::vector<float> global = InitialModel(task);
+  RunFedAvg(clients, &global, 8, 0.1f);
+
+  auto full = data::LoadDataset("csv:" + csv_, "");
+  ASSERT_TRUE(full.ok());
+  auto split = data::TrainTestSplit(*full, task.test_fraction, task.seed);
+  ASSERT_TRUE(split.ok());
+  auto backend = MakeCpuBackend();
+  auto mlp = nn::Mlp::Create(*nn::ParseModelSpec(task.model), kDim, kClasses, backend.get());
+  const EvalResult held_out = nn::Evaluate(**mlp, global, split->test);
+  EXPECT_EQ(held_out.num_examples, static_cast<uint64_t>(split->test.n));
+  EXPECT_GE(held_out.accuracy, 0.95);
+
+  EvalResult local;
+  ASSERT_TRUE(clients[0]->Evaluate(global, &local).ok());
+  EXPECT_EQ(local.num_examples, clients[0]->num_examples());
+  EXPECT_GE(local.accuracy, 0.95);
+}
+
+// sklearn's digits, as the demo uses them: 4 label-skewed clients, 10 rounds of FedAvg.
+TEST(BuiltinTrainerDigits, FederatedMlpLearnsDigits) {
+  const std::string dir = data::DefaultDataDir();
+  if (!fs::exists(dir + "/digits.csv.gz"))
+    GTEST_SKIP() << "no " << dir << "/digits.csv.gz: run scripts/setup (or set SHOAL_DATA_DIR) to fetch it";
+  TaskConfig task;
+  task.model = "mlp";
+  task.layout = LayoutOf("mlp", 64, 10);
+  task.dataset = "digits";
+  task.optimizer.learning_rate = 0.1f;
+  task.optimizer.momentum = 0.9f;
+  task.batch_size = 32;
+  task.seed = 1;
+  std::vector<std::unique_ptr<Trainer>> clients;
+  for (uint32_t i = 0; i < 4; ++i) {
+    BuiltinTrainerOptions o;
+    o.dataset = "digits";
+    o.partition_index = i;
+    o.partition_count = 4;
+    o.partition_scheme = "dirichlet:0.5";
+    o.device = "cpu";
+    auto trainer = MakeBuiltinTrainer(o);
+    ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
+    ASSERT_TRUE((*trainer)->Configure(task).ok());
+    clients.push_back(std::move(trainer).value());
+  }
+  auto backend = MakeCpuBackend();
+  auto mlp = nn::Mlp::Create(*nn::ParseModelSpec("mlp"), 64, 10, backend.get());
+  ParameterArena arena;
+  (*mlp)->Init(&arena, task.seed);
+  std::vector<float> global(arena.data(), arena.data() + arena.size());
+  RunFedAvg(clients, &global, 10, 0.1f);
+
+  auto full = data::LoadDataset("digits", dir);
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  auto split = data::TrainTestSplit(*full, task.test_fraction, task.seed);
+  ASSERT_TRUE(split.ok());
+  const EvalResult held_out = nn::Evaluate(**mlp, global, split->test);
+  EXPECT_NEAR(static_cast<double>(held_out.num_examples), 0.2 * 1797, 10);  // ~20% of each class
+  EXPECT_GE(held_out.accuracy, 0.9) << "loss " << held_out.loss;
+}
+
+}  // namespace
+}  // namespace shoal

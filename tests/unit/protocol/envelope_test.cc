@@ -1,0 +1,237 @@
+#include "protocol/envelope.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "core/rng.h"
+
+namespace shoal::protocol {
+namespace {
+
+TaskConfig SampleTask() {
+  TaskConfig t;
+  t.model = "mlp:8";
+  t.layout = {{"fc0.weight", {4, 8}}, {"fc0.bias", {8}}, {"fc1.weight", {8, 3}}, {"fc1.bias", {3}}};
+  t.dataset = "digits";
+  t.optimizer.name = "adamw";
+  t.optimizer.learning_rate = 0.01f;
+  t.optimizer.weight_decay = 0.1f;
+  t.local_epochs = 2;
+  t.batch_size = 16;
+  t.prox_mu = 0.5f;
+  t.seed = 99;
+  t.test_fraction = 0.25;
+  return t;
+}
+
+TEST(Envelope, WelcomeRoundTripsEveryField) {
+  WelcomeInfo w;
+  w.client_id = 7;
+  w.task = SampleTask();
+  w.heartbeat_interval_ms = 500;
+  w.heartbeat_timeout_ms = 4000;
+  w.chunk_bytes = 4096;
+  w.max_frame_bytes = 8192;
+  Frame f = EncodeWelcome({11, 0, 0, 3}, w);
+  Verified v = VerifyFrame(f, f.size());
+  ASSERT_TRUE(v.ok()) << v.reason;
+  EXPECT_EQ(v.envelope->session(), 11u);
+  EXPECT_EQ(v.envelope->sequence(), 3u);
+  auto back = DecodeWelcome(v.envelope->message_as_Welcome());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->client_id, 7u);
+  EXPECT_EQ(back->task.layout, w.task.layout);
+  EXPECT_EQ(back->task.model, "mlp:8");
+  EXPECT_EQ(back->task.optimizer.name, "adamw");
+  EXPECT_FLOAT_EQ(back->task.optimizer.weight_decay, 0.1f);
+  EXPECT_EQ(back->task.local_epochs, 2u);
+  EXPECT_EQ(back->task.batch_size, 16u);
+  EXPECT_FLOAT_EQ(back->task.prox_mu, 0.5f);
+  EXPECT_EQ(back->task.seed, 99u);
+  EXPECT_DOUBLE_EQ(back->task.test_fraction, 0.25);
+  EXPECT_EQ(back->chunk_bytes, 4096u);
+}
+
+TEST(Envelope, VerifierRejectsTruncatedFramesAtEveryLength) {
+  Frame f = EncodeHello({0, 0, 0, 1}, "client-a", 100, "builtin");
+  ASSERT_TRUE(VerifyFrame(f, 1 << 20).ok());
+  for (size_t n = 0; n < f.size(); ++n) {
+    Verified v = VerifyFrame(std::span<const uint8_t>(f.data(), n), 1 << 20);
+    // A prefix can only pass if FlatBuffers could not tell; with the vtable at the end it can't.
+    EXPECT_FALSE(v.ok()) << "prefix of " << n << " bytes accepted";
+    EXPECT_EQ(v.error, wire::ErrorCode::MalformedFrame);
+  }
+}
+
+TEST(Envelope, VerifierRejectsRandomBytes) {
+  Rng rng(1);
+  for (int i = 0; i < 2000; ++i) {
+    Frame f(rng.Below(300));
+    for (auto& b : f) b = static_cast<uint8_t>(rng.NextU64());
+    if (f.size() >= 8 && i % 2) std::memcpy(f.data() + 4, "SHOL", 4);  // get past the identifier check
+    EXPECT_FALSE(VerifyFrame(f, 1 << 20).ok());
+  }
+}
+
+TEST(Envelope, VerifierRejectsOversizedFrames) {
+  Frame f = EncodeHello({0, 0, 0, 1}, "client-a", 100, "builtin");
+  Verified v = VerifyFrame(f, f.size() - 1);
+  EXPECT_FALSE(v.ok());
+  EXPECT_NE(v.reason.find("exceeds"), std::string::npos);
+}
+
+TEST(Envelope, WrongVersionNamesBothVersions) {
+  flatbuffers::FlatBufferBuilder fbb;
+  auto msg = wire::CreateHelloDirect(fbb, "x", 1, "t");
+  wire::EnvelopeBuilder eb(fbb);
+  eb.add_version(kProtocolVersion + 1);
+  eb.add_message_type(wire::Message::Hello);
+  eb.add_message(msg.Union());
+  fbb.Finish(eb.Finish(), wire::EnvelopeIdentifier());
+  Verified v = VerifyFrame({fbb.GetBufferPointer(), fbb.GetSize()}, 1 << 20);
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.error, wire::ErrorCode::VersionMismatch);
+  EXPECT_NE(v.reason.find("version " + std::to_string(kProtocolVersion + 1)), std::string::npos) << v.reason;
+  EXPECT_NE(v.reason.find("version " + std::to_string(kProtocolVersion)), std::string::npos) << v.reason;
+}
+
+TEST(Envelope, EnvelopeWithoutMessageIsRejected) {
+  flatbuffers::FlatBufferBuilder fbb;
+  wire::EnvelopeBuilder eb(fbb);
+  eb.add_version(kProtocolVersion);
+  fbb.Finish(eb.Finish(), wire::EnvelopeIdentifier());
+  EXPECT_FALSE(VerifyFrame({fbb.GetBufferPointer(), fbb.GetSize()}, 1 << 20).ok());
+}
+
+TEST(Chunks, SplitAndReassembleIsExactForEverySizeAndChunk) {
+  Rng rng(3);
+  for (size_t total = 0; total <= 300; total += (total < 40 ? 1 : 7)) {
+    std::vector<uint8_t> payload(total);
+    for (auto& b : payload) b = static_cast<uint8_t>(rng.NextU64());
+    for (size_t chunk = 1; chunk <= 64; chunk += (chunk < 10 ? 1 : 9)) {
+      auto chunks = SplitPayload(payload, chunk);
+      ASSERT_FALSE(chunks.empty());
+      // Deliver in a shuffled order through real encoded frames.
+      std::vector<size_t> order(chunks.size());
+      for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+      rng.Shuffle(std::span<size_t>(order));
+      ChunkAssembler a(total);
+      for (size_t i : order) {
+        EXPECT_LE(chunks[i].data.size(), chunk);
+        Frame f = EncodeUpdate({1, 1, 1, i + 1}, 5, {}, chunks[i]);
+        Verified v = VerifyFrame(f, 1 << 20);
+        ASSERT_TRUE(v.ok());
+        ASSERT_TRUE(a.Add(v.envelope->message_as_Update()->payload()).ok()) << total << "/" << chunk;
+      }
+      ASSERT_TRUE(a.complete());
+      EXPECT_EQ(a.Take(), payload) << total << "/" << chunk;
+    }
+  }
+}
+
+// Builds a Chunk table by hand so tests can send inconsistent ones.
+struct RawChunk {
+  flatbuffers::FlatBufferBuilder fbb;
+  const wire::Chunk* Make(uint32_t index, uint32_t count, uint64_t offset, uint64_t total, size_t len) {
+    fbb.Clear();
+    std::vector<uint8_t> data(len, 0xab);
+    fbb.Finish(wire::CreateChunk(fbb, index, count, offset, total, fbb.CreateVector(data)));
+    return flatbuffers::GetRoot<wire::Chunk>(fbb.GetBufferPointer());
+  }
+};
+
+TEST(Chunks, AssemblerRejectsInconsistentChunks) {
+  RawChunk rc;
+  {
+    ChunkAssembler a(100);
+    EXPECT_FALSE(a.Add(rc.Make(0, 1, 0, 101, 101)).ok()) << "over the size limit";
+  }
+  {
+    ChunkAssembler a(100);
+    EXPECT_FALSE(a.Add(rc.Make(2, 2, 0, 10, 5)).ok()) << "index past count";
+  }
+  {
+    ChunkAssembler a(100);
+    EXPECT_FALSE(a.Add(rc.Make(0, 2, 0, 10, 4)).ok()) << "wrong length (balanced chunk is 5)";
+  }
+  {
+    ChunkAssembler a(100);
+    EXPECT_FALSE(a.Add(rc.Make(1, 2, 4, 10, 5)).ok()) << "wrong offset";
+  }
+  {
+    ChunkAssembler a(100);
+    ASSERT_TRUE(a.Add(rc.Make(0, 2, 0, 10, 5)).ok());
+    EXPECT_FALSE(a.Add(rc.Make(0, 2, 0, 10, 5)).ok()) << "duplicate";
+    EXPECT_FALSE(a.Add(rc.Make(1, 3, 5, 10, 5)).ok()) << "count changed";
+    EXPECT_FALSE(a.Add(rc.Make(1, 2, 5, 12, 5)).ok()) << "total changed";
+    EXPECT_TRUE(a.Add(rc.Make(1, 2, 5, 10, 5)).ok());
+    EXPECT_TRUE(a.complete());
+  }
+  {
+    ChunkAssembler a(100);
+    EXPECT_FALSE(a.Add(rc.Make(0, 11, 0, 10, 1)).ok()) << "more chunks than bytes";
+    EXPECT_FALSE(a.Add(nullptr).ok());
+  }
+}
+
+TEST(Payload, DenseDecodeChecksSizeAndFiniteness) {
+  std::vector<float> v = {1.0f, -2.5f, 3.0f};
+  auto ok = DecodeDenseF32(AsBytes(v), 3);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(*ok, v);
+  EXPECT_FALSE(DecodeDenseF32(AsBytes(v), 4).ok());
+  v[1] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_FALSE(DecodeDenseF32(AsBytes(v), 3).ok());
+  v[1] = std::numeric_limits<float>::infinity();
+  EXPECT_FALSE(DecodeDenseF32(AsBytes(v), 3).ok());
+}
+
+TEST(Task, DecodeRejectsHostileFields) {
+  auto encode_and_decode = [](const TaskConfig& t) {
+    WelcomeInfo w;
+    w.client_id = 1;
+    w.task = t;
+    Frame f = EncodeWelcome({1, 0, 0, 1}, w);
+    Verified v = VerifyFrame(f, 1 << 20);
+    EXPECT_TRUE(v.ok());
+    return DecodeWelcome(v.envelope->message_as_Welcome()).status();
+  };
+  EXPECT_TRUE(encode_and_decode(SampleTask()).ok());
+  TaskConfig t = SampleTask();
+  t.layout[0].shape = {4, 0};
+  EXPECT_FALSE(encode_and_decode(t).ok()) << "zero dimension";
+  t = SampleTask();
+  t.layout[0].shape = {1 << 20, 1 << 20};
+  EXPECT_FALSE(encode_and_decode(t).ok()) << "larger than the payload limit";
+  t = SampleTask();
+  t.layout.clear();
+  EXPECT_FALSE(encode_and_decode(t).ok()) << "empty layout";
+  t = SampleTask();
+  t.batch_size = 0;
+  EXPECT_FALSE(encode_and_decode(t).ok());
+  t = SampleTask();
+  t.optimizer.learning_rate = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_FALSE(encode_and_decode(t).ok());
+  t = SampleTask();
+  t.test_fraction = 1.5;
+  EXPECT_FALSE(encode_and_decode(t).ok());
+}
+
+TEST(Task, RoundConfigChecks) {
+  flatbuffers::FlatBufferBuilder fbb;
+  auto make = [&](float lr, uint32_t epochs, uint32_t steps, float mu) {
+    fbb.Clear();
+    fbb.Finish(wire::CreateRoundConfig(fbb, lr, epochs, steps, mu));
+    return flatbuffers::GetRoot<wire::RoundConfig>(fbb.GetBufferPointer());
+  };
+  EXPECT_TRUE(DecodeRoundConfig(make(0.1f, 1, 0, 0.0f), 3).ok());
+  EXPECT_EQ(DecodeRoundConfig(make(0.1f, 1, 0, 0.0f), 3)->round, 3u);
+  EXPECT_FALSE(DecodeRoundConfig(make(0.0f, 1, 0, 0.0f), 3).ok());
+  EXPECT_FALSE(DecodeRoundConfig(make(0.1f, 0, 0, 0.0f), 3).ok());
+  EXPECT_FALSE(DecodeRoundConfig(make(0.1f, 1, 0, -1.0f), 3).ok());
+  EXPECT_FALSE(DecodeRoundConfig(nullptr, 3).ok());
+}
+
+}  // namespace
+}  // namespace shoal::protocol
