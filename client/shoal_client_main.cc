@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "core/cli.h"
-#include "data/dataset.h"
+#include "shoal/data.h"
 #include "shoal/client.h"
 #include "shoal/config.h"
 

@@ -17,8 +17,9 @@
 #include "core/checkpoint.h"
 #include "core/rng.h"
 #include "crypto/crypto.h"
-#include "data/dataset.h"
+#include "shoal/data.h"
 #include "nn/model.h"
+#include "nn/optimizer.h"
 #include "protocol/envelope.h"
 #include "transport/channel.h"
 
@@ -164,6 +165,7 @@ Status Service::Impl::Init() {
   task_.seed = o_.seed;
   task_.test_fraction = o_.test_fraction;
   task_.codec = "none";
+  SHOAL_RETURN_IF_ERROR(nn::ValidateOptimizerConfig(task_.optimizer));
   if (LayoutSize(task_.layout) * sizeof(float) > protocol::kMaxPayloadBytes)
     return Status::InvalidArgument("model is larger than the protocol's payload limit");
   global_ = ParameterArena(task_.layout);
@@ -462,7 +464,7 @@ Status Service::Impl::CloseRound() {
   global_hash_ = crypto::ModelHash(global_.span());
   EvalResult eval = nn::Evaluate(*model_, global_.span(), test_);
   last_completed_ = round_.number;
-  const double seconds = static_cast<double>(MillisSince(round_.started)) / 1000.0;
+  const double seconds = std::chrono::duration<double>(Clock::now() - round_.started).count();
   const transport::Traffic& t = server_->traffic();
   const uint64_t bytes_up = t.bytes_received - round_.traffic_at_start.bytes_received;
   const uint64_t bytes_down = t.bytes_sent - round_.traffic_at_start.bytes_sent;
@@ -534,6 +536,16 @@ Status Service::Impl::SaveCheckpoint() {
 
 void Service::Impl::SendByeToAll(const std::string& reason) {
   for (const auto& [id, c] : clients_) Send(c.peer, protocol::EncodeBye(Header(last_completed_), reason));
+  // Keep serving until every client has answered with its own Bye (or 3 s pass): a socket
+  // closed right after a send does not always deliver it, and a client that misses the Bye
+  // would wait for its reconnect timeout instead of exiting.
+  const auto until = Clock::now() + std::chrono::seconds(3);
+  while (!clients_.empty() && Clock::now() < until) {
+    auto in = server_->Recv(std::chrono::milliseconds(50));
+    if (!in.ok()) break;
+    if (*in) Handle(**in);
+  }
+  if (!clients_.empty()) spdlog::warn("{} clients did not confirm the Bye", clients_.size());
 }
 
 Status Service::Impl::Run(const std::atomic<bool>& stop) {
@@ -552,18 +564,15 @@ Status Service::Impl::Run(const std::atomic<bool>& stop) {
       if (in) Handle(*in);
     }
     ExpireClients();
-    if (round_.open) {
-      if (RoundResolved() || Clock::now() >= round_.deadline) {
-        SHOAL_RETURN_IF_ERROR(CloseRound());
-        if (o_.rounds && last_completed_ >= o_.rounds) {
-          spdlog::info("completed {} rounds; sending Bye to {} clients", last_completed_, clients_.size());
-          SendByeToAll("training finished after " + std::to_string(last_completed_) + " rounds");
-          return Status::Ok();
-        }
+    if (round_.open && (RoundResolved() || Clock::now() >= round_.deadline)) {
+      SHOAL_RETURN_IF_ERROR(CloseRound());
+      if (o_.rounds && last_completed_ >= o_.rounds) {
+        spdlog::info("completed {} rounds; sending Bye to {} clients", last_completed_, clients_.size());
+        SendByeToAll("training finished after " + std::to_string(last_completed_) + " rounds");
+        return Status::Ok();
       }
-    } else {
-      MaybeStartRound();
     }
+    if (!round_.open) MaybeStartRound();
   }
   spdlog::info("stopping on request after round {} (checkpointed rounds are kept)", last_completed_);
   return Status::Ok();

@@ -41,8 +41,8 @@ class Client::Impl {
 
  private:
   // One message out, with the next sequence number of this session.
-  Status Send(const protocol::Frame& f) {
-    Status st = channel_->Send(f, milliseconds(2000));
+  Status Send(const protocol::Frame& f, milliseconds timeout = milliseconds(2000)) {
+    Status st = channel_->Send(f, timeout);
     if (st.ok()) last_sent_ = Clock::now();
     return st;
   }
@@ -255,6 +255,7 @@ Status Client::Impl::HandleFrame(const zmq::message_t& m) {
   }
   const wire::Envelope* env = v.envelope;
   const wire::Message kind = env->message_type();
+  spdlog::debug("received {} (round {}, sequence {})", protocol::MessageName(kind), env->round(), env->sequence());
 
   if (kind == wire::Message::Welcome) {
     if (registered_) return Status::Ok();  // a duplicate answer to a retried Hello
@@ -312,6 +313,8 @@ Status Client::Impl::HandleFrame(const zmq::message_t& m) {
       e.message = b->reason() ? b->reason()->str() : "";
       Emit(e);
       finished_ = true;
+      // Confirm, so the aggregator can stop as soon as every client has heard it.
+      (void)channel_->Send(protocol::EncodeBye(NextHeader(env->round()), "bye"), milliseconds(500));
       return Status::Ok();
     }
     default:
@@ -353,7 +356,8 @@ Status Client::Impl::Run() {
       }
     }
 
-    SHOAL_ASSIGN_OR_RETURN(auto frame, channel_->Recv(milliseconds(50)));
+    // Poll briefly while training so a finished update goes out without delay.
+    SHOAL_ASSIGN_OR_RETURN(auto frame, channel_->Recv(milliseconds(worker_.joinable() ? 2 : 50)));
     if (frame) {
       const bool was_registered = registered_;
       SHOAL_RETURN_IF_ERROR(HandleFrame(*frame));
@@ -373,7 +377,9 @@ Status Client::Impl::Run() {
     const auto t = Clock::now();
     if (t - last_sent_ >= milliseconds(welcome_->heartbeat_interval_ms)) {
       const bool busy = worker_.joinable();
-      Status st = Send(protocol::EncodeHeartbeat(NextHeader(task_round_), busy, busy ? progress_.load() : 0.0f));
+      // Never block the loop on a heartbeat: if the aggregator is away, the timeout below notices.
+      Status st = Send(protocol::EncodeHeartbeat(NextHeader(task_round_), busy, busy ? progress_.load() : 0.0f),
+                       milliseconds(10));
       if (!st.ok()) spdlog::debug("heartbeat not sent: {}", st.message());
     }
     if (t - last_heard_ >= milliseconds(welcome_->heartbeat_timeout_ms)) {

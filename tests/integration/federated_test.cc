@@ -16,6 +16,7 @@ const std::map<std::string, std::string> kOneThread = {{"OPENBLAS_NUM_THREADS", 
 
 std::vector<std::unique_ptr<Process>> StartClients(int port, int count, const std::string& dir,
                                                    std::vector<std::string> extra = {}) {
+  std::filesystem::create_directories(dir);
   std::vector<std::unique_ptr<Process>> out;
   for (int i = 0; i < count; ++i) {
     auto args = ClientArgs(port, i, count);
@@ -61,11 +62,12 @@ TEST(Federated, KilledClientIsDroppedAndRejoins) {
   const std::string dir = TempDir("kill");
   const int port = FreePort();
   auto args = AggregatorArgs(port, 6, 3, dir + "/run.jsonl");
-  // Long enough local work that the kill lands inside a round.
-  args.insert(args.end(), {"--local-epochs", "20"});
+  // Long enough local work (about 0.5 s a round) that the kill lands inside local training.
+  SetFlag(args, "--local-epochs", "400");
   Process agg("shoal-aggregator", args, dir + "/agg", kOneThread);
   auto clients = StartClients(port, 3, dir);
-  ASSERT_TRUE(WaitFor([&] { return agg.Stderr().find("round 2 started") != std::string::npos; }, seconds(60)))
+  ASSERT_TRUE(WaitFor([&] { return clients[0]->Stderr().find("round 2: training") != std::string::npos; },
+                      seconds(60)))
       << agg.Stderr();
   clients[0]->Signal(SIGKILL);
   EXPECT_EQ(clients[0]->Wait(seconds(5)), 128 + SIGKILL);
@@ -100,7 +102,7 @@ TEST(Federated, ResumeContinuesWithTheSameModel) {
   }
   const int port = FreePort();
   auto args = AggregatorArgs(port, 5, 3, dir + "/run.jsonl");
-  args.insert(args.end(), {"--checkpoint-dir", dir + "/ckpt"});
+  SetFlag(args, "--checkpoint-dir", dir + "/ckpt");
   auto agg = std::make_unique<Process>("shoal-aggregator", args, dir + "/agg1", kOneThread);
   auto clients = StartClients(port, 3, dir);
   ASSERT_TRUE(WaitFor([&] { return ReadJsonLines(dir + "/run.jsonl").size() >= 3; }, seconds(120)));
@@ -136,7 +138,7 @@ TEST(Federated, ChunkedTransferIsExact) {
   for (const char* chunk : {"1K", "16M"}) {
     const int port = FreePort();
     auto args = AggregatorArgs(port, 2, 2, dir + "/run-" + chunk + ".jsonl");
-    args.insert(args.end(), {"--chunk-size", chunk});
+    SetFlag(args, "--chunk-size", chunk);
     Process agg("shoal-aggregator", args, dir + "/agg-" + chunk, kOneThread);
     auto clients = StartClients(port, 2, dir + "/" + chunk);
     ASSERT_EQ(agg.Wait(seconds(120)), 0) << agg.Stderr();
@@ -155,7 +157,7 @@ TEST(Federated, EmbeddedApplicationTrainer) {
   const std::string dir = TempDir("embed");
   const int port = FreePort();
   auto args = AggregatorArgs(port, 5, 2, dir + "/run.jsonl");
-  args.insert(args.end(), {"--model", "linear"});
+  SetFlag(args, "--model", "linear");
   Process agg("shoal-aggregator", args, dir + "/agg", kOneThread);
   std::vector<std::unique_ptr<Process>> apps;
   for (int i = 0; i < 2; ++i)

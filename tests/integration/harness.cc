@@ -126,4 +126,14 @@ std::vector<std::string> ClientArgs(int port, int index, int count) {
           "--connect-timeout", "20", "--reconnect-timeout", "30", "--device", "cpu"};
 }
 
+void SetFlag(std::vector<std::string>& args, const std::string& flag, const std::string& value) {
+  for (size_t i = 0; i + 1 < args.size(); ++i)
+    if (args[i] == flag) {
+      args[i + 1] = value;
+      return;
+    }
+  args.push_back(flag);
+  args.push_back(value);
+}
+
 }  // namespace shoal::testing

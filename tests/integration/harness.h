@@ -61,5 +61,7 @@ std::vector<nlohmann::json> ReadJsonLines(const std::string& path);
 // Common flags for a quick aggregator on digits.
 std::vector<std::string> AggregatorArgs(int port, int rounds, int min_clients, const std::string& metrics);
 std::vector<std::string> ClientArgs(int port, int index, int count);
+// Sets `--flag value` in an argument list, replacing an earlier value of the same flag.
+void SetFlag(std::vector<std::string>& args, const std::string& flag, const std::string& value);
 
 }  // namespace shoal::testing

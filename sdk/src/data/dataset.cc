@@ -1,7 +1,7 @@
 // DefaultDataDir, the dataset spec parser and Subset. The file formats live in loaders.cc,
 // the split and the partitioners in partition.cc.
 
-#include "data/dataset.h"
+#include "shoal/data.h"
 
 #include <pwd.h>
 #include <unistd.h>

@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "data/dataset.h"
+#include "shoal/data.h"
 #include "shoal/status.h"
 
 namespace shoal::data {

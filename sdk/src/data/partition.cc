@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "core/rng.h"
-#include "data/dataset.h"
+#include "shoal/data.h"
 
 namespace shoal::data {
 namespace {
@@ -69,33 +69,44 @@ std::vector<std::vector<int64_t>> IidParts(size_t n, uint32_t count, uint64_t se
   return parts;
 }
 
-// Fills `p` with one draw of Dir(alpha, ..., alpha): independent Gamma(alpha) variates,
-// normalized. For a tiny alpha every variate can underflow to 0; the limit of the
-// distribution as alpha -> 0 is a one-hot vector, so that is what the draw becomes.
-void DrawDirichlet(Rng& rng, double alpha, std::vector<double>* p) {
+// Fills `p` with one draw of Dir(alpha, ..., alpha) (independent Gamma(alpha) variates,
+// normalized), restricted to the parts where open[j] is true: the others get 0 and the rest
+// is renormalized. Every part's variate is drawn either way, so the random stream does not
+// depend on which parts are open. When nothing is left to normalize (all open variates
+// underflowed to 0, which happens for a tiny alpha) the draw becomes one-hot on a random open
+// part: the limit of the distribution as alpha -> 0.
+void DrawDirichlet(Rng& rng, double alpha, const std::vector<bool>& open, std::vector<double>* p) {
   double sum = 0.0;
-  for (double& v : *p) {
-    v = rng.Gamma(alpha);
-    sum += v;
+  for (size_t j = 0; j < p->size(); ++j) {
+    const double g = rng.Gamma(alpha);
+    (*p)[j] = open[j] ? g : 0.0;
+    sum += (*p)[j];
   }
   if (sum > 0.0 && std::isfinite(sum)) {
     for (double& v : *p) v /= sum;
     return;
   }
+  std::vector<size_t> candidates;
+  for (size_t j = 0; j < open.size(); ++j)
+    if (open[j]) candidates.push_back(j);
   std::fill(p->begin(), p->end(), 0.0);
-  (*p)[static_cast<size_t>(rng.Below(p->size()))] = 1.0;
+  (*p)[candidates[static_cast<size_t>(rng.Below(candidates.size()))]] = 1.0;
 }
 
-// "dirichlet:ALPHA": for each class, shuffle its examples and cut them into `count` runs whose
-// lengths follow proportions ~ Dir(alpha) (cut points floor(cumsum(p) * class_size), as in the
-// usual FL benchmark code). The whole assignment is redrawn until every part holds at least
-// min_per_part examples.
+// "dirichlet:ALPHA", the recipe of the usual FL benchmark code (Hsu et al. 2019, NIID-Bench):
+// classes in order; for each, shuffle its examples, draw proportions ~ Dir(alpha) over the
+// parts, set to 0 the proportion of every part that already holds n / count examples or more
+// (so no part grows far beyond its fair share), renormalize, and cut the class into runs at
+// floor(cumsum(p) * class_size). The whole assignment is redrawn until every part holds at
+// least min_per_part examples.
 StatusOr<std::vector<std::vector<int64_t>>> DirichletParts(const std::vector<int32_t>& labels, int32_t num_classes,
                                                            uint32_t count, double alpha, uint64_t seed,
                                                            int64_t min_per_part, const std::string& scheme) {
   const std::vector<std::vector<int64_t>> by_class = GroupByClass(labels, num_classes);
+  const double fair_share = static_cast<double>(labels.size()) / static_cast<double>(count);
   Rng rng(seed, kDirichletStream);
   std::vector<double> p(count);
+  std::vector<bool> open(count);
   std::vector<int64_t> idx;
 
   for (int draw = 0; draw < kMaxDirichletDraws; ++draw) {
@@ -104,7 +115,10 @@ StatusOr<std::vector<std::vector<int64_t>>> DirichletParts(const std::vector<int
       if (members.empty()) continue;
       idx = members;
       rng.Shuffle(std::span<int64_t>(idx));
-      DrawDirichlet(rng, alpha, &p);
+      // A part is open while it holds less than its fair share. Some part always is: the
+      // parts hold fewer than n examples in all while a class remains to be placed.
+      for (uint32_t j = 0; j < count; ++j) open[j] = static_cast<double>(parts[j].size()) < fair_share;
+      DrawDirichlet(rng, alpha, open, &p);
       const auto nc = static_cast<int64_t>(idx.size());
       double cum = 0.0;
       int64_t start = 0;

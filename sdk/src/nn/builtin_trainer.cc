@@ -10,7 +10,7 @@
 
 #include "backend/backend.h"
 #include "core/rng.h"
-#include "data/dataset.h"
+#include "shoal/data.h"
 #include "nn/evaluate.h"
 #include "nn/mlp.h"
 #include "nn/model_spec.h"

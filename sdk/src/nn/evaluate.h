@@ -5,7 +5,7 @@
 
 #include <span>
 
-#include "data/dataset.h"
+#include "shoal/data.h"
 #include "nn/mlp.h"
 #include "shoal/trainer.h"
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "data/dataset.h"
+#include "shoal/data.h"
 #include "temp_dir.h"
 
 namespace shoal::data {
@@ -82,7 +82,7 @@ TEST(DigitsTest, MissingFileSaysHowToFetchIt) {
   auto d = LoadDataset("digits", dir.path());
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), StatusCode::kNotFound);
-  const std::string& m = d.status().message();
+  const std::string m = d.status().message();
   EXPECT_TRUE(Contains(m, dir.File("digits.csv.gz"))) << m;
   EXPECT_TRUE(Contains(m, "scripts/setup")) << m;
   EXPECT_TRUE(Contains(m, "SHOAL_DATA_DIR")) << m;
@@ -138,7 +138,7 @@ TEST(DataDirTest, PrecedenceOfEnvironment) {
 TEST(SpecTest, UnknownSpecListsValidForms) {
   auto d = LoadDataset("mnist", "/nonexistent");
   EXPECT_EQ(d.status().code(), StatusCode::kInvalidArgument);
-  const std::string& m = d.status().message();
+  const std::string m = d.status().message();
   EXPECT_TRUE(Contains(m, "mnist")) << m;
   EXPECT_TRUE(Contains(m, "digits")) << m;
   EXPECT_TRUE(Contains(m, "csv:PATH")) << m;
@@ -369,7 +369,7 @@ TEST_P(IdxTest, EmptyImages) {
 }
 
 INSTANTIATE_TEST_SUITE_P(PlainAndGzip, IdxTest, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "Gzip" : "Plain"; });
+                         [](const ::testing::TestParamInfo<bool>& param_info) { return param_info.param ? "Gzip" : "Plain"; });
 
 TEST(IdxFileTest, MissingFileIsNotFound) {
   TempDir dir;

@@ -132,6 +132,7 @@ struct GradCase {
   const char* spec;
   bool gelu;
 };
+void PrintTo(const GradCase& c, std::ostream* os) { *os << c.spec; }
 
 class MlpGradient : public ::testing::TestWithParam<GradCase> {};
 

@@ -51,6 +51,7 @@ struct BadSpec {
   const char* text;
   const char* must_mention;  // a fragment the error message must contain
 };
+void PrintTo(const BadSpec& b, std::ostream* os) { *os << "'" << b.text << "'"; }
 
 class ModelSpecErrors : public ::testing::TestWithParam<BadSpec> {};
 

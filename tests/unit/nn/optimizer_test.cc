@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "nn/adamw.h"
@@ -141,6 +142,7 @@ struct BadConfig {
   OptimizerConfig config;
   const char* must_mention;
 };
+void PrintTo(const BadConfig& b, std::ostream* os) { *os << b.label; }
 
 BadConfig Bad(const char* label, const char* must_mention, void (*edit)(OptimizerConfig&)) {
   BadConfig b{label, OptimizerConfig{}, must_mention};

@@ -1,6 +1,7 @@
-// Datasets: loaders for real data (sklearn's digits, IDX, CSV), the held-out split and the
-// partitioners that give each client its part. Every process derives the same split and
-// parts from (dataset, scheme, seed).
+// Datasets (public API): loaders for real data (sklearn's digits, IDX, CSV), the held-out
+// split and the partitioners that give each client its part. Every process derives the same
+// split and parts from (dataset, scheme, seed), so an application with its own trainer can
+// use them to train on exactly the part a built-in client would (see examples/).
 #pragma once
 
 #include <cstdint>
@@ -69,7 +70,9 @@ StatusOr<PartitionRef> ParsePartition(const std::string& text);
 //   "iid"              seeded shuffle, then contiguous near-equal parts
 //   "dirichlet:ALPHA"  label skew: for each class, proportions ~ Dir(ALPHA) over the parts
 //                      (smaller ALPHA = more skew); redrawn until every part has at least
-//                      min_per_part examples (the usual FL benchmark recipe).
+//                      min_per_part examples (the usual FL benchmark recipe, as in Hsu et
+//                      al. 2019 / NIID-Bench: a part that already holds n / count examples
+//                      gets no share of the classes placed after that).
 // Each part's indices are sorted ascending; every part holds at least min_per_part examples
 // (iid parts differ in size by at most one, so it holds whenever n >= count * min_per_part).
 // InvalidArgument for an unknown scheme, a bad ALPHA, labels outside [0, num_classes),

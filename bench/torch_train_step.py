@@ -1,0 +1,91 @@
+#!/usr/bin/python3
+"""PyTorch's time for the step that bench/train_step_bench.cc times in Shoal.
+
+One local training step of an MLP on digits-shaped data (64 features, 10 classes):
+zero_grad + forward + CrossEntropyLoss + backward + SGD(lr=0.01, momentum=0.9) step, float32,
+single-threaded (torch.set_num_threads(1)). Same model specs and batch sizes as Shoal's bench.
+
+    /usr/bin/python3 bench/torch_train_step.py          # a table
+    /usr/bin/python3 bench/torch_train_step.py --json   # one JSON object per line (for the .sh)
+"""
+import argparse
+import json
+import time
+
+import torch
+
+INPUT_DIM = 64
+CLASSES = 10
+CASES = [("mlp:64", [64]), ("mlp:256,256", [256, 256])]
+BATCHES = [32, 256]
+
+
+def make_model(hidden):
+    layers, width = [], INPUT_DIM
+    for h in hidden:
+        layers += [torch.nn.Linear(width, h), torch.nn.ReLU()]
+        width = h
+    layers.append(torch.nn.Linear(width, CLASSES))
+    return torch.nn.Sequential(*layers)
+
+
+def time_step(hidden, batch, min_time, repetitions):
+    torch.manual_seed(1)
+    model = make_model(hidden)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    x = torch.rand(batch, INPUT_DIM)
+    y = torch.randint(0, CLASSES, (batch,))
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+
+    for _ in range(50):  # warm-up: allocator, momentum buffers
+        step()
+    # Like Google Benchmark: grow the iteration count until one run lasts min_time, then
+    # repeat and report the median time per step.
+    iters = 10
+    while True:
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            step()
+        elapsed = time.perf_counter() - t0
+        if elapsed >= min_time:
+            break
+        iters = max(iters * 2, int(iters * min_time / max(elapsed, 1e-9) * 1.2))
+    runs = []
+    for _ in range(repetitions):
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            step()
+        runs.append((time.perf_counter() - t0) / iters)
+    runs.sort()
+    return runs[len(runs) // 2]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--json", action="store_true", help="one JSON object per line")
+    parser.add_argument("--min-time", type=float, default=0.2, help="seconds per timed run")
+    parser.add_argument("--repetitions", type=int, default=5)
+    args = parser.parse_args()
+
+    torch.set_num_threads(1)
+    if not args.json:
+        print(f"torch {torch.__version__}, 1 thread")
+        print(f"{'benchmark':<32} {'us/step':>10}")
+    for spec, hidden in CASES:
+        for batch in BATCHES:
+            name = f"TrainStep/{spec}/batch:{batch}"
+            seconds = time_step(hidden, batch, args.min_time, args.repetitions)
+            if args.json:
+                print(json.dumps({"name": name, "us_per_step": seconds * 1e6, "torch": torch.__version__}))
+            else:
+                print(f"{name:<32} {seconds * 1e6:>10.2f}")
+
+
+if __name__ == "__main__":
+    main()
