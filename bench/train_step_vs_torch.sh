@@ -18,7 +18,7 @@ if [ ! -x "$BENCH" ]; then
   exit 1
 fi
 if ! "$PYTHON" -c 'import torch' 2>/dev/null; then
-  echo "train_step_vs_torch: $PYTHON cannot import torch; set PYTHON to an interpreter that has it" >&2
+  echo "train_step_vs_torch: $PYTHON cannot import torch; install it with scripts/setup python3-torch, or set PYTHON" >&2
   exit 1
 fi
 
