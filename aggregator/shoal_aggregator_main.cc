@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "core/cli.h"
+#include "core/cli_options.h"
 #include "service.h"
 #include "shoal/config.h"
 
@@ -45,6 +46,8 @@ int main(int argc, char** argv) {
       ("heartbeat-timeout", po::value(&heartbeat_timeout_s)->default_value(heartbeat_timeout_s), "seconds of silence before a client is dropped")
       ("chunk-size", po::value(&chunk_size)->default_value("16M"), "payload chunk size on the wire (bytes, or with K/M/G)")
       ("max-clients", po::value(&o.max_clients)->default_value(o.max_clients), "registration cap")
+      ("max-update-norm", po::value(&o.max_update_norm)->default_value(o.max_update_norm), "reject client updates with a larger L2 norm (0 = no bound)")
+      ("insecure", po::bool_switch(&o.insecure), "allow a non-loopback --listen without transport security (experiments only)")
       ("metrics-out", po::value(&o.metrics_out), "append one JSON object per round to FILE")
       ("checkpoint-dir", po::value(&o.checkpoint_dir), "checkpoint every completed round into DIR")
       ("resume", po::bool_switch(&o.resume), "continue from --checkpoint-dir's last completed round")
@@ -77,26 +80,7 @@ int main(int argc, char** argv) {
   all.add(general).add(serving).add(task);
 
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, all), vm);
-    if (vm.count("config")) {
-      const std::string path = vm["config"].as<std::string>();
-      std::ifstream f(path);
-      if (!f) return shoal::cli::Fail(kProgram, "cannot read --config " + path, 2);
-      po::store(po::parse_config_file(f, all), vm);
-    }
-    po::notify(vm);
-  } catch (const po::error& e) {
-    return shoal::cli::Fail(kProgram, std::string(e.what()) + " (see --help)", 2);
-  }
-  if (vm.count("help")) {
-    std::cout << all << '\n';
-    return 0;
-  }
-  if (vm.count("version")) {
-    std::cout << kProgram << ' ' << SHOAL_VERSION_STRING << '\n';
-    return 0;
-  }
+  if (auto exit_code = shoal::cli::ParseOptions(argc, argv, all, vm, kProgram)) return *exit_code;
   if (auto st = shoal::cli::InitLogging(log_level, "aggregator"); !st.ok()) return shoal::cli::Fail(kProgram, st.message(), 2);
   auto chunk = shoal::cli::ParseByteSize(chunk_size);
   if (!chunk.ok()) return shoal::cli::Fail(kProgram, "--chunk-size: " + chunk.status().message(), 2);

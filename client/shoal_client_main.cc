@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/cli.h"
+#include "core/cli_options.h"
 #include "shoal/data.h"
 #include "shoal/client.h"
 #include "shoal/config.h"
@@ -110,26 +111,7 @@ int main(int argc, char** argv) {
       ("log-level", po::value(&log_level)->default_value("info"), "trace, debug, info, warn, error or off");
 
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, opts), vm);
-    if (vm.count("config")) {
-      const std::string path = vm["config"].as<std::string>();
-      std::ifstream f(path);
-      if (!f) return shoal::cli::Fail(kProgram, "cannot read --config " + path, 2);
-      po::store(po::parse_config_file(f, opts), vm);
-    }
-    po::notify(vm);
-  } catch (const po::error& e) {
-    return shoal::cli::Fail(kProgram, std::string(e.what()) + " (see --help)", 2);
-  }
-  if (vm.count("help")) {
-    std::cout << opts << '\n';
-    return 0;
-  }
-  if (vm.count("version")) {
-    std::cout << kProgram << ' ' << SHOAL_VERSION_STRING << '\n';
-    return 0;
-  }
+  if (auto exit_code = shoal::cli::ParseOptions(argc, argv, opts, vm, kProgram)) return *exit_code;
   if (auto st = shoal::cli::InitLogging(log_level, "client"); !st.ok()) return shoal::cli::Fail(kProgram, st.message(), 2);
   auto part = shoal::data::ParsePartition(partition);
   if (!part.ok()) return shoal::cli::Fail(kProgram, "--partition: " + part.status().message(), 2);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -37,6 +38,38 @@ constexpr size_t kMaxClientName = 64;
 
 int64_t MillisSince(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+}
+
+// Loopback and in-process endpoints: reachable from this machine only.
+bool IsLocalEndpoint(const std::string& ep) {
+  for (const char* prefix : {"inproc://", "ipc://", "tcp://127.", "tcp://localhost:", "tcp://[::1]:"})
+    if (ep.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
+// After a restart, metrics lines of rounds past the checkpoint (written just before a crash)
+// are dropped, so every round appears once.
+Status TrimMetrics(const std::string& path, uint64_t last_round) {
+  std::ifstream in(path);
+  if (!in) return Status::Ok();
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.contains("round") && j["round"].is_number_unsigned() &&
+        j["round"].get<uint64_t>() <= last_round)
+      kept += line + '\n';
+  }
+  in.close();
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << kept;
+    if (!out) return Status::IoError("cannot rewrite --metrics-out " + path);
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) return Status::IoError("cannot rewrite --metrics-out " + path + ": " + ec.message());
+  return Status::Ok();
 }
 
 bool PrintableName(const std::string& s) {
@@ -81,9 +114,18 @@ class Service::Impl {
   // Frame handling.
   void Handle(transport::ServerChannel::Inbound& in);
   void HandleHello(const std::string& peer, const wire::Envelope* env);
+  protocol::WelcomeInfo MakeWelcome(uint32_t id) const;
   void HandleUpdate(ClientState& c, const wire::Envelope* env);
   void Reject(const std::string& peer, ErrorCode code, const std::string& reason, uint64_t round = 0);
-  void Send(const std::string& peer, const Frame& frame);
+  // Replies to a peer that is not (yet) a client: best effort, dropped if its queue is full.
+  void SendDirect(const std::string& peer, Frame frame);
+  // Everything to a registered client goes through its outbox, in order, so a model of any
+  // number of chunks flows as fast as the peer takes it (ZeroMQ back-pressure), never failing
+  // on a full queue.
+  void Enqueue(uint32_t id, transport::SharedFrame frame);
+  void Enqueue(uint32_t id, Frame frame) { Enqueue(id, std::make_shared<const Frame>(std::move(frame))); }
+  void Flush();
+  bool OutboxPending() const;
   protocol::Header Header(uint64_t round) { return {session_, round, 0, ++sequence_}; }
 
   // Client bookkeeping.
@@ -118,6 +160,7 @@ class Service::Impl {
   uint64_t sequence_ = 0;
   uint32_t next_client_id_ = 1;
   std::map<uint32_t, ClientState> clients_;
+  std::map<uint32_t, std::deque<transport::SharedFrame>> outbox_;
   std::map<std::string, uint32_t> by_peer_;
   uint64_t last_completed_ = 0;
   RoundState round_;
@@ -203,10 +246,18 @@ Status Service::Impl::Init() {
   global_hash_ = crypto::ModelHash(global_.span());
 
   if (!o_.metrics_out.empty()) {
+    if (o_.resume) SHOAL_RETURN_IF_ERROR(TrimMetrics(o_.metrics_out, last_completed_));
     metrics_.open(o_.metrics_out, o_.resume ? std::ios::app : std::ios::trunc);
     if (!metrics_) return Status::IoError("cannot open --metrics-out " + o_.metrics_out + " for writing");
   }
 
+  // Secure by default: until transport security (CurveZMQ) is part of Shoal, only local
+  // listeners run without an explicit --insecure.
+  if (!IsLocalEndpoint(o_.listen) && !o_.insecure)
+    return Status::FailedPrecondition("--listen " + o_.listen +
+                                      " accepts connections from other machines, but this version of Shoal has no "
+                                      "transport security yet; listen on 127.0.0.1, or pass --insecure to serve "
+                                      "unencrypted anyway");
   // Transport last, so a failure above never leaves a bound port behind.
   max_frame_bytes_ = protocol::MaxFrameBytes(o_.chunk_bytes);
   transport::SocketOptions so;
@@ -218,9 +269,41 @@ Status Service::Impl::Init() {
   return Status::Ok();
 }
 
-void Service::Impl::Send(const std::string& peer, const Frame& frame) {
-  Status st = server_->Send(peer, frame);
-  if (!st.ok()) spdlog::debug("send to a peer failed: {}", st.message());
+void Service::Impl::SendDirect(const std::string& peer, Frame frame) {
+  auto sent = server_->Send(peer, std::make_shared<const Frame>(std::move(frame)));
+  if (!sent.ok() || !*sent) spdlog::debug("reply to a peer dropped: {}", sent.ok() ? "queue full" : sent.status().message());
+}
+
+void Service::Impl::Enqueue(uint32_t id, transport::SharedFrame frame) { outbox_[id].push_back(std::move(frame)); }
+
+bool Service::Impl::OutboxPending() const {
+  for (const auto& [id, q] : outbox_)
+    if (!q.empty()) return true;
+  return false;
+}
+
+void Service::Impl::Flush() {
+  std::vector<uint32_t> gone;
+  for (auto& [id, q] : outbox_) {
+    auto cit = clients_.find(id);
+    if (cit == clients_.end()) {
+      q.clear();
+      continue;
+    }
+    while (!q.empty()) {
+      auto sent = server_->Send(cit->second.peer, q.front());
+      if (!sent.ok()) {
+        gone.push_back(id);
+        break;
+      }
+      if (!*sent) break;  // the peer's queue is full: continue on a later pass
+      q.pop_front();
+    }
+  }
+  for (uint32_t id : gone) {
+    spdlog::warn("client {} is no longer connected; dropped", id);
+    DropClient(id, "disconnected");
+  }
 }
 
 void Service::Impl::Reject(const std::string& peer, ErrorCode code, const std::string& reason, uint64_t round) {
@@ -229,7 +312,10 @@ void Service::Impl::Reject(const std::string& peer, ErrorCode code, const std::s
   // Log the first few in full, then only every 1000th, so a flood cannot fill the disk.
   if (frames_rejected_ <= 10 || frames_rejected_ % 1000 == 0)
     spdlog::warn("rejected frame #{} ({}): {}", frames_rejected_, wire::EnumNameErrorCode(code), reason);
-  Send(peer, protocol::EncodeError(Header(round), code, reason));
+  if (auto it = by_peer_.find(peer); it != by_peer_.end())
+    Enqueue(it->second, protocol::EncodeError(Header(round), code, reason));
+  else
+    SendDirect(peer, protocol::EncodeError(Header(round), code, reason));
 }
 
 void Service::Impl::Handle(transport::ServerChannel::Inbound& in) {
@@ -257,7 +343,7 @@ void Service::Impl::Handle(transport::ServerChannel::Inbound& in) {
 
   switch (env->message_type()) {
     case wire::Message::Heartbeat:
-      Send(c.peer, protocol::EncodeHeartbeat(Header(round_.number), false, 0.0f));
+      Enqueue(c.id, protocol::EncodeHeartbeat(Header(round_.number), false, 0.0f));
       return;
     case wire::Message::Update:
       return HandleUpdate(c, env);
@@ -271,16 +357,41 @@ void Service::Impl::Handle(transport::ServerChannel::Inbound& in) {
   }
 }
 
+protocol::WelcomeInfo Service::Impl::MakeWelcome(uint32_t id) const {
+  protocol::WelcomeInfo w;
+  w.client_id = id;
+  w.task = task_;
+  w.heartbeat_interval_ms = o_.heartbeat_interval_ms;
+  w.heartbeat_timeout_ms = o_.heartbeat_timeout_ms;
+  w.chunk_bytes = o_.chunk_bytes;
+  w.max_frame_bytes = static_cast<uint32_t>(max_frame_bytes_);
+  return w;
+}
+
 void Service::Impl::HandleHello(const std::string& peer, const wire::Envelope* env) {
   const wire::Hello* h = env->message_as_Hello();
   const std::string name = h->client_name() ? h->client_name()->str() : "";
   if (!PrintableName(name))
     return Reject(peer, ErrorCode::MalformedFrame, "Hello needs a client name of 1-64 printable characters");
-  // A Hello on a known connection, or a known name on a new connection, is a reconnect:
-  // the old registration goes (its round work, if any, is lost).
-  if (auto it = by_peer_.find(peer); it != by_peer_.end()) DropClient(it->second, "re-registered");
+  // A Hello repeated on the same connection (the client retries while the Welcome is in
+  // flight) gets the same registration again: ids must not change under the client.
+  if (auto it = by_peer_.find(peer); it != by_peer_.end()) {
+    ClientState& c = clients_.at(it->second);
+    if (c.name == name) {
+      c.last_seen = Clock::now();
+      c.last_sequence = std::max(c.last_sequence, env->sequence());
+      Enqueue(c.id, protocol::EncodeWelcome(Header(0), MakeWelcome(c.id)));
+      return;
+    }
+    DropClient(it->second, "re-registered under another name");
+  }
+  // A known name on a new connection is a restarted client, unless the holder is alive: then
+  // two clients share a name, and the newcomer must wait (it retries) or pick another --name.
   for (auto& [id, c] : clients_)
     if (c.name == name) {
+      if (MillisSince(c.last_seen) <= 2 * static_cast<int64_t>(o_.heartbeat_interval_ms))
+        return Reject(peer, ErrorCode::Duplicate,
+                      "client name '" + name + "' is in use by a live client; retrying (use --name to pick another)");
       DropClient(id, "reconnected");
       break;
     }
@@ -294,18 +405,12 @@ void Service::Impl::HandleHello(const std::string& peer, const wire::Envelope* e
   c.num_examples = h->num_examples();
   c.last_sequence = env->sequence();
   c.last_seen = Clock::now();
-  protocol::WelcomeInfo w;
-  w.client_id = c.id;
-  w.task = task_;
-  w.heartbeat_interval_ms = o_.heartbeat_interval_ms;
-  w.heartbeat_timeout_ms = o_.heartbeat_timeout_ms;
-  w.chunk_bytes = o_.chunk_bytes;
-  w.max_frame_bytes = static_cast<uint32_t>(max_frame_bytes_);
-  Send(peer, protocol::EncodeWelcome(Header(0), w));
   spdlog::info("client {} registered as id {} ({} examples, trainer {})", name, c.id, c.num_examples,
                h->trainer() ? h->trainer()->str() : "?");
-  by_peer_[peer] = c.id;
-  clients_[c.id] = std::move(c);
+  const uint32_t id = c.id;
+  by_peer_[peer] = id;
+  clients_[id] = std::move(c);
+  Enqueue(id, protocol::EncodeWelcome(Header(0), MakeWelcome(id)));
   waiting_logged_ = false;
 }
 
@@ -316,7 +421,7 @@ void Service::Impl::HandleUpdate(ClientState& c, const wire::Envelope* env) {
                   "update for round " + std::to_string(env->round()) + " but " +
                       (round_.open ? "round " + std::to_string(round_.number) + " is open" : "no round is open"),
                   env->round());
-  if (!IsSelected(c.id)) return Reject(c.peer, ErrorCode::Refused, "client was not selected this round", round_.number);
+  if (!IsSelected(c.id)) return Reject(c.peer, ErrorCode::StaleRound, "client was not selected this round", round_.number);
   if (round_.results.count(c.id) || round_.failures.count(c.id))
     return Reject(c.peer, ErrorCode::Duplicate, "this round's update was already settled", round_.number);
   if (u->encoding() != wire::PayloadEncoding::DenseF32) {
@@ -351,6 +456,18 @@ void Service::Impl::HandleUpdate(ClientState& c, const wire::Envelope* env) {
     Reject(c.peer, ErrorCode::ShapeMismatch, delta.status().message(), round_.number);
     return FailClient(c.id, "rejected: " + delta.status().message());
   }
+  // A norm bound keeps one hostile or diverged client from wrecking the model (finite but
+  // huge values pass every other check).
+  if (o_.max_update_norm > 0) {
+    double sq = 0.0;
+    for (float v : *delta) sq += static_cast<double>(v) * v;
+    if (std::sqrt(sq) > o_.max_update_norm) {
+      const std::string why = "update norm " + std::to_string(std::sqrt(sq)) + " exceeds --max-update-norm " +
+                              std::to_string(o_.max_update_norm);
+      Reject(c.peer, ErrorCode::UpdateTooLarge, why, round_.number);
+      return FailClient(c.id, "rejected: " + why);
+    }
+  }
   ClientResult r;
   r.client = c.name;
   r.client_id = c.id;
@@ -358,7 +475,7 @@ void Service::Impl::HandleUpdate(ClientState& c, const wire::Envelope* env) {
   r.delta = std::move(*delta);
   r.metrics = std::move(round_.update_metrics[c.id]);
   round_.results[c.id] = std::move(r);
-  Send(c.peer, protocol::EncodeAck(Header(round_.number), true));
+  Enqueue(c.id, protocol::EncodeAck(Header(round_.number), true));
 }
 
 void Service::Impl::FailClient(uint32_t id, const std::string& reason) {
@@ -375,6 +492,7 @@ void Service::Impl::DropClient(uint32_t id, const std::string& reason) {
   FailClient(id, reason);
   by_peer_.erase(it->second.peer);
   clients_.erase(it);
+  outbox_.erase(id);
   ++clients_dropped_total_;
 }
 
@@ -418,22 +536,18 @@ bool Service::Impl::MaybeStartRound() {
   for (size_t i = 0; i < k; ++i) round_.selected.push_back(eligible[i]->id);
   std::sort(round_.selected.begin(), round_.selected.end());
 
-  // Encode each chunk of the global model once and send the same frames to every client.
+  // Encode each chunk of the global model once; every selected client's outbox shares them.
   const RoundConfig config = strategy_->Configure(number);
-  std::vector<Frame> frames;
+  std::vector<transport::SharedFrame> frames;
   for (const auto& chunk : protocol::SplitPayload(protocol::AsBytes(global_.span()), o_.chunk_bytes))
-    frames.push_back(protocol::EncodeRoundTask(Header(number), config, o_.round_timeout_ms, global_hash_, chunk));
-  for (uint32_t id : round_.selected) {
-    const ClientState& c = clients_.at(id);
-    for (const Frame& f : frames) {
-      Status st = server_->Send(c.peer, f);
-      if (!st.ok()) {
-        FailClient(id, "unreachable: " + st.message());
-        break;
-      }
-    }
-  }
+    frames.push_back(std::make_shared<const Frame>(
+        protocol::EncodeRoundTask(Header(number), config, o_.round_timeout_ms, global_hash_, chunk)));
+  for (uint32_t id : round_.selected)
+    for (const auto& f : frames) Enqueue(id, f);
   spdlog::info("round {} started: {} of {} clients selected", number, round_.selected.size(), n);
+  if (!IsLocalEndpoint(o_.listen))
+    spdlog::warn("INSECURE: --insecure serves {} unencrypted and unauthenticated; anyone who can reach it can read "
+                 "and poison updates", o_.listen);
   return true;
 }
 
@@ -453,9 +567,19 @@ Status Service::Impl::CloseRound() {
   if (results.size() >= o_.min_results) {
     SHOAL_ASSIGN_OR_RETURN(auto delta, strategy_->Aggregate(round_.number, results, failures, global_.span()));
     if (delta) {
-      float* w = global_.data();
-      for (size_t i = 0; i < delta->size(); ++i) w[i] += (*delta)[i];
-      updated = true;
+      // Apply to a copy first: a model that would hold NaN/Inf is never committed.
+      std::vector<float> next(global_.span().begin(), global_.span().end());
+      bool finite = true;
+      for (size_t i = 0; i < next.size(); ++i) {
+        next[i] += (*delta)[i];
+        finite = finite && std::isfinite(next[i]);
+      }
+      if (finite) {
+        SHOAL_RETURN_IF_ERROR(global_.Assign(next));
+        updated = true;
+      } else {
+        spdlog::error("round {}: the aggregate would make the model non-finite; model unchanged", round_.number);
+      }
     }
   } else {
     spdlog::warn("round {}: {} updates, fewer than --min-results {}; model unchanged", round_.number, results.size(),
@@ -535,13 +659,15 @@ Status Service::Impl::SaveCheckpoint() {
 }
 
 void Service::Impl::SendByeToAll(const std::string& reason) {
-  for (const auto& [id, c] : clients_) Send(c.peer, protocol::EncodeBye(Header(last_completed_), reason));
+  auto bye = std::make_shared<const Frame>(protocol::EncodeBye(Header(last_completed_), reason));
+  for (const auto& [id, c] : clients_) Enqueue(id, bye);
   // Keep serving until every client has answered with its own Bye (or 3 s pass): a socket
   // closed right after a send does not always deliver it, and a client that misses the Bye
   // would wait for its reconnect timeout instead of exiting.
   const auto until = Clock::now() + std::chrono::seconds(3);
   while (!clients_.empty() && Clock::now() < until) {
-    auto in = server_->Recv(std::chrono::milliseconds(50));
+    Flush();
+    auto in = server_->Recv(std::chrono::milliseconds(OutboxPending() ? 2 : 50));
     if (!in.ok()) break;
     if (*in) Handle(**in);
   }
@@ -555,14 +681,18 @@ Status Service::Impl::Run(const std::atomic<bool>& stop) {
     return Status::Ok();
   }
   while (!stop.load()) {
-    auto timeout = std::chrono::milliseconds(50);
+    // Short polls while outboxes wait for room, so transfers flow without delay.
+    const auto timeout = std::chrono::milliseconds(OutboxPending() ? 2 : 50);
     SHOAL_ASSIGN_OR_RETURN(auto in, server_->Recv(timeout));
     if (in) Handle(*in);
-    // Drain whatever else is queued before housekeeping, so a flood cannot starve a round.
-    for (int i = 0; i < 256 && in; ++i) {
+    // Drain what else is queued (up to 20 ms) before housekeeping, so heartbeats waiting
+    // behind a burst are seen before anyone is declared silent.
+    const auto drain_until = Clock::now() + std::chrono::milliseconds(20);
+    while (in && Clock::now() < drain_until) {
       SHOAL_ASSIGN_OR_RETURN(in, server_->Recv(std::chrono::milliseconds(0)));
       if (in) Handle(*in);
     }
+    Flush();
     ExpireClients();
     if (round_.open && (RoundResolved() || Clock::now() >= round_.deadline)) {
       SHOAL_RETURN_IF_ERROR(CloseRound());
@@ -572,7 +702,7 @@ Status Service::Impl::Run(const std::atomic<bool>& stop) {
         return Status::Ok();
       }
     }
-    if (!round_.open) MaybeStartRound();
+    if (!round_.open && MaybeStartRound()) Flush();
   }
   spdlog::info("stopping on request after round {} (checkpointed rounds are kept)", last_completed_);
   return Status::Ok();

@@ -32,7 +32,9 @@ struct AggregatorOptions {
   uint32_t heartbeat_interval_ms = 1000;   // clients send a heartbeat at least this often
   uint32_t heartbeat_timeout_ms = 10000;   // a client silent this long is dropped
   uint32_t chunk_bytes = 16u << 20;        // payload chunk size on the wire
-  uint32_t max_clients = 10000;            // registration cap
+  uint32_t max_clients = 1000;             // registration cap
+  double max_update_norm = 1e4;            // reject updates whose L2 norm is larger; 0 = no bound
+  bool insecure = false;                   // allow a non-loopback listener without transport security
   std::string metrics_out;                 // JSON lines, one per round; empty = none
   std::string checkpoint_dir;              // checkpoint each completed round here; empty = none
   bool resume = false;                     // continue from checkpoint_dir's last completed round

@@ -1,8 +1,6 @@
-// FedAvg (McMahan et al. 2017): the new model is the old one plus the example-weighted mean
-// of the clients' deltas, optionally scaled by a server learning rate.
-#include <memory>
+#include "strategies/fedavg.h"
 
-#include "strategy.h"
+#include <memory>
 
 namespace shoal::aggregator {
 
@@ -24,27 +22,6 @@ std::optional<std::vector<float>> WeightedAverage(std::span<const ClientResult> 
   for (size_t i = 0; i < n; ++i) out[i] = static_cast<float>(acc[i] * scale);
   return out;
 }
-
-namespace {
-
-class FedAvg final : public Strategy {
- public:
-  explicit FedAvg(const StrategyOptions& o) : o_(o) {}
-  std::string name() const override { return "fedavg"; }
-  RoundConfig Configure(uint64_t round) const override {
-    return {round, o_.learning_rate, o_.local_epochs, o_.local_steps, 0.0f};
-  }
-  StatusOr<std::optional<std::vector<float>>> Aggregate(uint64_t, std::span<const ClientResult> results,
-                                                        std::span<const ClientFailure>,
-                                                        std::span<const float>) override {
-    return WeightedAverage(results, o_.server_learning_rate);
-  }
-
- private:
-  StrategyOptions o_;
-};
-
-}  // namespace
 
 std::unique_ptr<Strategy> MakeFedAvg(const StrategyOptions& o) { return std::make_unique<FedAvg>(o); }
 

@@ -3,26 +3,20 @@
 // to send mu with every round's configuration.
 #include <memory>
 
-#include "strategy.h"
+#include "strategies/fedavg.h"
 
 namespace shoal::aggregator {
 namespace {
 
-class FedProx final : public Strategy {
+class FedProx final : public FedAvg {
  public:
-  explicit FedProx(const StrategyOptions& o) : o_(o) {}
+  using FedAvg::FedAvg;
   std::string name() const override { return "fedprox"; }
   RoundConfig Configure(uint64_t round) const override {
-    return {round, o_.learning_rate, o_.local_epochs, o_.local_steps, o_.prox_mu};
+    RoundConfig c = FedAvg::Configure(round);
+    c.prox_mu = options().prox_mu;
+    return c;
   }
-  StatusOr<std::optional<std::vector<float>>> Aggregate(uint64_t, std::span<const ClientResult> results,
-                                                        std::span<const ClientFailure>,
-                                                        std::span<const float>) override {
-    return WeightedAverage(results, o_.server_learning_rate);
-  }
-
- private:
-  StrategyOptions o_;
 };
 
 }  // namespace

@@ -81,6 +81,7 @@ class Client::Impl {
   uint32_t client_id_ = 0;
   uint64_t sequence_ = 0;
   uint64_t last_server_sequence_ = 0;
+  std::string last_error_;  // the aggregator's last Error reason, for the give-up message
   std::optional<protocol::WelcomeInfo> welcome_;
   std::optional<TaskConfig> configured_task_;
   Clock::time_point last_heard_;
@@ -181,9 +182,15 @@ Status Client::Impl::HandleWelcome(const wire::Envelope* env) {
     return Status::FailedPrecondition("the aggregator's frames (" + std::to_string(w->max_frame_bytes) +
                                       " bytes) exceed this client's limit of " + std::to_string(o_.max_frame_bytes) +
                                       "; lower the aggregator's --chunk-bytes");
-  if (!configured_task_ || !(configured_task_->layout == w->task.layout && configured_task_->model == w->task.model &&
-                             configured_task_->seed == w->task.seed)) {
-    SHOAL_RETURN_IF_ERROR(trainer_->Configure(w->task).WithContext("the aggregator's task does not fit this trainer"));
+  // Any change of the task (after an aggregator restart with other flags) reconfigures the trainer.
+  if (!configured_task_ || !(*configured_task_ == w->task)) {
+    Status st;
+    try {
+      st = trainer_->Configure(w->task);
+    } catch (const std::exception& e) {  // an application trainer must not take the client down
+      st = Status::Internal(std::string("trainer threw: ") + e.what());
+    }
+    SHOAL_RETURN_IF_ERROR(st.WithContext("the aggregator's task does not fit this trainer"));
     configured_task_ = w->task;
   }
   session_ = env->session();
@@ -281,6 +288,7 @@ Status Client::Impl::HandleFrame(const zmq::message_t& m) {
         return Status::Ok();
       default:
         spdlog::warn("aggregator reported {}: {}", wire::EnumNameErrorCode(err->code()), reason);
+        last_error_ = reason;
         return Status::Ok();
     }
   }
@@ -340,6 +348,9 @@ Status Client::Impl::Run() {
       if (now >= give_up_at) {
         StopTraining();
         const double secs = (ever_registered ? o_.reconnect_timeout_ms : o_.connect_timeout_ms) / 1000.0;
+        if (!last_error_.empty())
+          return Status::Unavailable("could not join the aggregator at " + o_.connect + " within " +
+                                     std::to_string(static_cast<int>(secs)) + " s; it said: " + last_error_);
         return Status::Unavailable((ever_registered ? "lost the aggregator at " : "no answer from the aggregator at ") +
                                    o_.connect + " for " + std::to_string(static_cast<int>(secs)) +
                                    " s; is shoal-aggregator running there, and is --connect right?");

@@ -62,8 +62,9 @@ TEST(Federated, KilledClientIsDroppedAndRejoins) {
   const std::string dir = TempDir("kill");
   const int port = FreePort();
   auto args = AggregatorArgs(port, 6, 3, dir + "/run.jsonl");
-  // Long enough local work (about 0.5 s a round) that the kill lands inside local training.
-  SetFlag(args, "--local-epochs", "400");
+  // Long enough local work (over a second a round here) that the kill lands inside local
+  // training, which the test waits for by reading the client's log.
+  SetFlag(args, "--local-epochs", "1000");
   Process agg("shoal-aggregator", args, dir + "/agg", kOneThread);
   auto clients = StartClients(port, 3, dir);
   ASSERT_TRUE(WaitFor([&] { return clients[0]->Stderr().find("round 2: training") != std::string::npos; },
@@ -149,6 +150,24 @@ TEST(Federated, ChunkedTransferIsExact) {
     hashes.push_back(lines[1]["model_hash"]);
   }
   EXPECT_EQ(hashes[0], hashes[1]);
+}
+
+// More chunks than a peer's send queue holds (1000 frames): the aggregator paces the transfer
+// by back-pressure instead of failing the client.
+TEST(Federated, ModelOfManyChunksFlowsUnderBackPressure) {
+  const std::string dir = TempDir("many-chunks");
+  const int port = FreePort();
+  auto args = AggregatorArgs(port, 2, 1, dir + "/run.jsonl");
+  SetFlag(args, "--model", "mlp:512,512");  // 300,042 parameters: ~1200 chunks of 1 KiB
+  SetFlag(args, "--chunk-size", "1K");
+  Process agg("shoal-aggregator", args, dir + "/agg", kOneThread);
+  auto clients = StartClients(port, 1, dir);
+  ASSERT_EQ(agg.Wait(seconds(120)), 0) << agg.Stderr();
+  ExpectAllExitZero(clients);
+  auto lines = ReadJsonLines(dir + "/run.jsonl");
+  ASSERT_EQ(lines.size(), 2u);
+  for (const auto& l : lines) EXPECT_EQ(l["clients_reported"], 1) << l.dump();
+  EXPECT_GT(lines[0]["bytes_down"].get<uint64_t>(), 300042u * 4);
 }
 
 // The embedding example (its own logistic regression through the Trainer interface) trains

@@ -131,6 +131,8 @@ TEST(Robustness, ClearErrorsForBadFlagsAndEnvironment) {
       {"shoal-aggregator", {"--listen", Endpoint(FreePort()), "--strategy", "magic"}, 2, "fedavg, fedprox"},
       {"shoal-aggregator", {"--listen", Endpoint(FreePort()), "--data-dir", dir + "/nothing-here"}, 1, "scripts/setup"},
       {"shoal-aggregator", {"--listen", "tcp://nonsense"}, 1, "tcp://nonsense"},
+      // Secure by default: no unencrypted listener on other interfaces without --insecure.
+      {"shoal-aggregator", {"--listen", "tcp://*:" + std::to_string(FreePort())}, 1, "--insecure"},
       {"shoal-client", {"--partition", "4/4"}, 2, "--partition"},
       {"shoal-client", {"--data-dir", dir + "/nothing-here"}, 1, "scripts/setup"},
       {"shoal-client", {"--connect", Endpoint(port), "--connect-timeout", "1.5"}, 1, "no answer from the aggregator"},

@@ -28,6 +28,7 @@ struct OptimizerConfig {
   float beta1 = 0.9f;         // adamw only
   float beta2 = 0.999f;       // adamw only
   float eps = 1e-8f;          // adamw only
+  bool operator==(const OptimizerConfig&) const = default;
 };
 
 // The task the aggregator owns and sends to every client at Welcome.
@@ -43,6 +44,7 @@ struct TaskConfig {
   uint64_t seed = 0;                 // base seed: data split, partitions, per-round shuffles
   double test_fraction = 0.2;        // held-out share of the dataset (aggregator only evaluates on it)
   std::string codec = "none";        // update codec spec (compression issue)
+  bool operator==(const TaskConfig&) const = default;
 };
 
 // Per-round settings chosen by the strategy's Configure(round).

@@ -74,7 +74,8 @@ Verified VerifyFrame(std::span<const uint8_t> frame, size_t max_frame_bytes) {
                std::to_string(kProtocolVersion);
     return v;
   }
-  if (env->message_type() == wire::Message::NONE || env->message() == nullptr) {
+  if (env->message_type() == wire::Message::NONE || env->message_type() > wire::Message::MAX ||
+      env->message() == nullptr) {
     v.reason = "envelope carries no message (or an unknown kind from a newer protocol)";
     return v;
   }
@@ -252,11 +253,14 @@ StatusOr<TaskConfig> DecodeTask(const wire::TaskConfig* t) {
       return Status::Protocol("tensor '" + d->name()->str() + "' has a missing or too long shape");
     TensorSpec spec{d->name()->str(), {}};
     uint64_t n = 1;
+    constexpr uint64_t kMaxFloats = kMaxPayloadBytes / sizeof(float);
     for (int64_t dim : *d->shape()) {
-      if (dim <= 0 || dim > (int64_t{1} << 32)) return Status::Protocol("tensor '" + spec.name + "' has a bad dimension");
+      if (dim <= 0) return Status::Protocol("tensor '" + spec.name + "' has a dimension <= 0");
+      // Checked before multiplying, so no product can wrap around.
+      if (static_cast<uint64_t>(dim) > kMaxFloats / n)
+        return Status::Protocol("model is larger than the protocol allows");
       spec.shape.push_back(dim);
       n *= static_cast<uint64_t>(dim);
-      if (n * sizeof(float) > kMaxPayloadBytes) return Status::Protocol("model is larger than the protocol allows");
     }
     total += n;
     if (total * sizeof(float) > kMaxPayloadBytes) return Status::Protocol("model is larger than the protocol allows");

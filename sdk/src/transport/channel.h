@@ -30,6 +30,9 @@ struct SocketOptions {
   int linger_ms = 2000;
 };
 
+// A frame shared by every peer it goes to; the socket sends it without copying.
+using SharedFrame = std::shared_ptr<const std::vector<uint8_t>>;
+
 // Cumulative traffic of one socket, in bytes of frames (excluding ZMTP framing).
 struct Traffic {
   uint64_t bytes_sent = 0;
@@ -50,8 +53,10 @@ class ServerChannel {
                                                        const SocketOptions& options);
   // Waits up to `timeout` for one frame; nullopt when none arrived.
   StatusOr<std::optional<Inbound>> Recv(std::chrono::milliseconds timeout);
-  // Queues a frame to `peer` without blocking. Unavailable when the peer is gone or its queue is full.
-  Status Send(const std::string& peer, std::span<const uint8_t> frame);
+  // Queues a frame to `peer` without blocking or copying. Returns false when the peer's queue
+  // is full (try again later: ZeroMQ applies back-pressure per peer), Unavailable when the
+  // peer is no longer connected.
+  StatusOr<bool> Send(const std::string& peer, const SharedFrame& frame);
   const Traffic& traffic() const { return traffic_; }
   // The endpoint actually bound (resolves tcp://*:0 to a port).
   std::string endpoint() const;

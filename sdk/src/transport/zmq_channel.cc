@@ -17,6 +17,16 @@ void ApplyCommon(zmq::socket_t& s, const SocketOptions& o) {
   }
 }
 
+// Shoal frames are single-part; drops any further parts of a multi-part message after `last`.
+void DiscardRemainingParts(zmq::socket_t& s, const zmq::message_t& last) {
+  bool more = last.more();
+  while (more) {
+    zmq::message_t extra;
+    if (!s.recv(extra, zmq::recv_flags::dontwait)) break;
+    more = extra.more();
+  }
+}
+
 std::string Explain(const zmq::error_t& e, const std::string& endpoint) {
   switch (e.num()) {
     case EADDRINUSE:
@@ -67,12 +77,7 @@ StatusOr<std::optional<ServerChannel::Inbound>> ServerChannel::Recv(std::chrono:
     // first payload part and discard the rest so the stream stays aligned.
     if (!id.more()) return std::optional<Inbound>();
     if (!socket_.recv(in.frame, zmq::recv_flags::dontwait)) return std::optional<Inbound>();
-    bool more = in.frame.more();
-    while (more) {
-      zmq::message_t extra;
-      if (!socket_.recv(extra, zmq::recv_flags::dontwait)) break;
-      more = extra.more();
-    }
+    DiscardRemainingParts(socket_, in.frame);
     traffic_.bytes_received += in.frame.size();
     ++traffic_.frames_received;
     return std::optional<Inbound>(std::move(in));
@@ -82,16 +87,20 @@ StatusOr<std::optional<ServerChannel::Inbound>> ServerChannel::Recv(std::chrono:
   }
 }
 
-Status ServerChannel::Send(const std::string& peer, std::span<const uint8_t> frame) {
+StatusOr<bool> ServerChannel::Send(const std::string& peer, const SharedFrame& frame) {
   try {
     zmq::message_t id(peer.data(), peer.size());
-    zmq::message_t body(frame.data(), frame.size());
-    if (!socket_.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait))
-      return Status::Unavailable("send queue to peer is full");
-    if (!socket_.send(body, zmq::send_flags::dontwait)) return Status::Unavailable("send queue to peer is full");
-    traffic_.bytes_sent += frame.size();
+    // ROUTER applies the peer's high-water mark to the routing part: if it is taken, the
+    // whole message is.
+    if (!socket_.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return false;
+    // Zero copy: the message keeps a reference to the shared frame until ZeroMQ is done.
+    auto* keep = new SharedFrame(frame);
+    zmq::message_t body(const_cast<uint8_t*>(frame->data()), frame->size(),
+                        [](void*, void* hint) { delete static_cast<SharedFrame*>(hint); }, keep);
+    socket_.send(body, zmq::send_flags::dontwait);
+    traffic_.bytes_sent += frame->size();
     ++traffic_.frames_sent;
-    return Status::Ok();
+    return true;
   } catch (const zmq::error_t& e) {
     if (e.num() == EHOSTUNREACH) return Status::Unavailable("peer is no longer connected");
     return Status::IoError(std::string("send failed: ") + e.what());
@@ -137,12 +146,7 @@ StatusOr<std::optional<zmq::message_t>> ClientChannel::Recv(std::chrono::millise
     if (zmq::poll(&item, 1, timeout) == 0) return std::optional<zmq::message_t>();
     zmq::message_t m;
     if (!socket_.recv(m, zmq::recv_flags::dontwait)) return std::optional<zmq::message_t>();
-    bool more = m.more();
-    while (more) {
-      zmq::message_t extra;
-      if (!socket_.recv(extra, zmq::recv_flags::dontwait)) break;
-      more = extra.more();
-    }
+    DiscardRemainingParts(socket_, m);
     traffic_.bytes_received += m.size();
     ++traffic_.frames_received;
     return std::optional<zmq::message_t>(std::move(m));

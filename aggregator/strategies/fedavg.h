@@ -1,0 +1,30 @@
+// FedAvg (McMahan et al. 2017): the new model is the old one plus the example-weighted mean
+// of the clients' deltas, scaled by a server learning rate (1 = plain FedAvg). Other
+// strategies that only change the round configuration (FedProx) derive from it.
+#pragma once
+
+#include "strategy.h"
+
+namespace shoal::aggregator {
+
+class FedAvg : public Strategy {
+ public:
+  explicit FedAvg(const StrategyOptions& o) : o_(o) {}
+  std::string name() const override { return "fedavg"; }
+  RoundConfig Configure(uint64_t round) const override {
+    return {round, o_.learning_rate, o_.local_epochs, o_.local_steps, 0.0f};
+  }
+  StatusOr<std::optional<std::vector<float>>> Aggregate(uint64_t, std::span<const ClientResult> results,
+                                                        std::span<const ClientFailure>,
+                                                        std::span<const float>) override {
+    return WeightedAverage(results, o_.server_learning_rate);
+  }
+
+ protected:
+  const StrategyOptions& options() const { return o_; }
+
+ private:
+  StrategyOptions o_;
+};
+
+}  // namespace shoal::aggregator
