@@ -51,7 +51,9 @@ int main(int argc, char** argv) {
       ("metrics-out", po::value(&o.metrics_out), "append one JSON object per round to FILE")
       ("checkpoint-dir", po::value(&o.checkpoint_dir), "checkpoint every completed round into DIR")
       ("resume", po::bool_switch(&o.resume), "continue from --checkpoint-dir's last completed round")
-      ("device", po::value(&o.device)->default_value(o.device), "evaluation backend: auto, cpu, cuda[:N]");
+      ("device", po::value(&o.device)->default_value(o.device), "evaluation backend: auto, cpu, cuda[:N]")
+      ("codec", po::value(&o.codec)->default_value(o.codec), "upload codec, e.g. int8, ef|topk:ratio=0.01|int8, demo:chunk=64,topk=8,bits=1 (none = dense fp32)")
+      ("codec-down", po::value(&o.codec_down), "download codec for the global delta (default: same as --codec)");
 
   po::options_description task("Task (sent to every client at Welcome)");
   task.add_options()

@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "codec/codec.h"
+#include "codec/round_context.h"
 #include "core/checkpoint.h"
 #include "core/rng.h"
 #include "crypto/crypto.h"
@@ -95,6 +97,15 @@ class Service::Impl {
     uint64_t num_examples = 0;
     uint64_t last_sequence = 0;
     Clock::time_point last_seen;
+    std::string replica_hash;  // the model this client holds (after its last RoundTask)
+  };
+
+  // The last aggregated delta, encoded with the download codec, for clients whose replica
+  // is its base.
+  struct LastDelta {
+    std::vector<uint8_t> payload;
+    std::string base_hash;
+    uint64_t round = 0;
   };
 
   struct RoundState {
@@ -109,6 +120,7 @@ class Service::Impl {
     std::map<uint32_t, ClientResult> results;
     std::map<uint32_t, ClientFailure> failures;
     transport::Traffic traffic_at_start;
+    double decode_seconds = 0.0;  // time spent decoding this round's updates
   };
 
   // Frame handling.
@@ -116,6 +128,10 @@ class Service::Impl {
   void HandleHello(const std::string& peer, const wire::Envelope* env);
   protocol::WelcomeInfo MakeWelcome(uint32_t id) const;
   void HandleUpdate(ClientState& c, const wire::Envelope* env);
+  void HandleResync(ClientState& c, const wire::Envelope* env);
+  // Sends this round's task to one client: the delta, "unchanged" or the full model,
+  // whichever its replica needs. Frames are encoded once per kind and shared.
+  void SendTask(ClientState& c, bool force_full);
   void Reject(const std::string& peer, ErrorCode code, const std::string& reason, uint64_t round = 0);
   // Replies to a peer that is not (yet) a client: best effort, dropped if its queue is full.
   void SendDirect(const std::string& peer, Frame frame);
@@ -150,6 +166,13 @@ class Service::Impl {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Strategy> strategy_;
   std::unique_ptr<nn::Mlp> model_;
+  std::unique_ptr<codec::Codec> up_codec_;    // decodes client updates
+  std::unique_ptr<codec::Codec> down_codec_;  // encodes the global delta (error feedback here) and decodes it
+  std::vector<std::string> required_stages_;  // codec stages a client must support
+  std::optional<LastDelta> last_delta_;
+  RoundConfig round_config_;
+  // This round's task frames by kind, encoded on first use and shared by every client.
+  std::vector<transport::SharedFrame> full_frames_, delta_frames_, unchanged_frames_;
   data::Dataset test_;
   TaskConfig task_;
   ParameterArena global_;
@@ -170,6 +193,7 @@ class Service::Impl {
   uint64_t frames_rejected_ = 0;
   std::map<std::string, uint64_t> rejected_by_code_;
   uint64_t clients_dropped_total_ = 0;
+  uint64_t resyncs_ = 0;  // this round
 };
 
 Status Service::Impl::Init() {
@@ -207,12 +231,25 @@ Status Service::Impl::Init() {
   task_.prox_mu = o_.strategy.name == "fedprox" ? o_.strategy.prox_mu : 0.0f;
   task_.seed = o_.seed;
   task_.test_fraction = o_.test_fraction;
-  task_.codec = "none";
+  task_.codec = o_.codec.empty() ? "none" : o_.codec;
+  task_.codec_down = o_.codec_down.empty() ? task_.codec : o_.codec_down;
   SHOAL_RETURN_IF_ERROR(nn::ValidateOptimizerConfig(task_.optimizer));
   if (LayoutSize(task_.layout) * sizeof(float) > protocol::kMaxPayloadBytes)
     return Status::InvalidArgument("model is larger than the protocol's payload limit");
   global_ = ParameterArena(task_.layout);
   model_->Init(&global_, o_.seed);
+
+  // Codecs: validated here so a bad --codec fails at start with the parser's message.
+  SHOAL_ASSIGN_OR_RETURN(up_codec_, codec::Codec::Create(task_.codec, task_.layout));
+  SHOAL_ASSIGN_OR_RETURN(down_codec_, codec::Codec::Create(task_.codec_down, task_.layout));
+  task_.codec = up_codec_->spec();
+  task_.codec_down = down_codec_->spec();
+  for (const std::string& codec_spec : {task_.codec, task_.codec_down}) {
+    SHOAL_ASSIGN_OR_RETURN(auto stages, codec::ParseSpec(codec_spec));
+    for (const auto& st : stages)
+      if (std::find(required_stages_.begin(), required_stages_.end(), st.name) == required_stages_.end())
+        required_stages_.push_back(st.name);
+  }
 
   // Checkpoint: resume, or refuse to overwrite a committed run.
   if (!o_.checkpoint_dir.empty()) {
@@ -347,6 +384,8 @@ void Service::Impl::Handle(transport::ServerChannel::Inbound& in) {
       return;
     case wire::Message::Update:
       return HandleUpdate(c, env);
+    case wire::Message::Resync:
+      return HandleResync(c, env);
     case wire::Message::Bye:
       spdlog::info("client {} ({}) left", c.id, c.name);
       DropClient(c.id, "left");
@@ -397,6 +436,17 @@ void Service::Impl::HandleHello(const std::string& peer, const wire::Envelope* e
     }
   if (clients_.size() >= o_.max_clients)
     return Reject(peer, ErrorCode::Refused, "the aggregator is full (" + std::to_string(o_.max_clients) + " clients)");
+  // Negotiation: the client lists the codec stages it can run; every stage of the task's
+  // codecs must be among them.
+  std::vector<std::string> supported;
+  if (h->codecs())
+    for (const auto* s : *h->codecs())
+      if (s && s->size() <= 64) supported.push_back(s->str());
+  for (const std::string& stage : required_stages_)
+    if (std::find(supported.begin(), supported.end(), stage) == supported.end())
+      return Reject(peer, ErrorCode::UnsupportedCodec,
+                    "client '" + name + "' cannot run codec stage '" + stage + "' of this task (codec '" + task_.codec +
+                        "', codec-down '" + task_.codec_down + "'); upgrade the client or choose another --codec");
 
   ClientState c;
   c.id = next_client_id_++;
@@ -424,12 +474,13 @@ void Service::Impl::HandleUpdate(ClientState& c, const wire::Envelope* env) {
   if (!IsSelected(c.id)) return Reject(c.peer, ErrorCode::StaleRound, "client was not selected this round", round_.number);
   if (round_.results.count(c.id) || round_.failures.count(c.id))
     return Reject(c.peer, ErrorCode::Duplicate, "this round's update was already settled", round_.number);
-  if (u->encoding() != wire::PayloadEncoding::DenseF32) {
-    Reject(c.peer, ErrorCode::MalformedFrame, "unsupported payload encoding", round_.number);
-    return FailClient(c.id, "rejected: unsupported encoding");
+  if (u->encoding() != wire::PayloadEncoding::Codec) {
+    Reject(c.peer, ErrorCode::MalformedFrame, "an update must be encoded with the task's codec", round_.number);
+    return FailClient(c.id, "rejected: wrong encoding");
   }
-  const uint64_t model_bytes = global_.size() * sizeof(float);
-  auto [it, inserted] = round_.assembling.try_emplace(c.id, model_bytes);
+  // No codec output exceeds twice the dense size (indices + fp32 values at ratio 1).
+  const uint64_t max_bytes = 2 * global_.size() * sizeof(float) + (64u << 10);
+  auto [it, inserted] = round_.assembling.try_emplace(c.id, max_bytes);
   if (inserted) {
     if (u->num_examples() == 0 || u->num_examples() > (uint64_t{1} << 40)) {
       Reject(c.peer, ErrorCode::MalformedFrame, "num_examples must be in [1, 2^40]", round_.number);
@@ -451,16 +502,25 @@ void Service::Impl::HandleUpdate(ClientState& c, const wire::Envelope* env) {
   if (!it->second.complete()) return;
   std::vector<uint8_t> bytes = it->second.Take();
   round_.assembling.erase(it);
-  auto delta = protocol::DecodeDenseF32(bytes, global_.size());
-  if (!delta.ok()) {
-    Reject(c.peer, ErrorCode::ShapeMismatch, delta.status().message(), round_.number);
-    return FailClient(c.id, "rejected: " + delta.status().message());
+  std::vector<float> delta(global_.size());
+  const auto decode_start = Clock::now();
+  Status decoded = up_codec_->Decode(bytes, codec::MakeRoundContext(o_.seed, round_.number, 0), delta);
+  round_.decode_seconds += std::chrono::duration<double>(Clock::now() - decode_start).count();
+  if (decoded.ok())
+    for (size_t i = 0; i < delta.size(); ++i)
+      if (!std::isfinite(delta[i])) {
+        decoded = Status::Corruption("decoded update value " + std::to_string(i) + " is not finite");
+        break;
+      }
+  if (!decoded.ok()) {
+    Reject(c.peer, ErrorCode::ShapeMismatch, "update does not decode: " + decoded.message(), round_.number);
+    return FailClient(c.id, "rejected: " + decoded.message());
   }
   // A norm bound keeps one hostile or diverged client from wrecking the model (finite but
   // huge values pass every other check).
   if (o_.max_update_norm > 0) {
     double sq = 0.0;
-    for (float v : *delta) sq += static_cast<double>(v) * v;
+    for (float v : delta) sq += static_cast<double>(v) * v;
     if (std::sqrt(sq) > o_.max_update_norm) {
       const std::string why = "update norm " + std::to_string(std::sqrt(sq)) + " exceeds --max-update-norm " +
                               std::to_string(o_.max_update_norm);
@@ -472,7 +532,7 @@ void Service::Impl::HandleUpdate(ClientState& c, const wire::Envelope* env) {
   r.client = c.name;
   r.client_id = c.id;
   r.num_examples = round_.update_examples[c.id];
-  r.delta = std::move(*delta);
+  r.delta = std::move(delta);
   r.metrics = std::move(round_.update_metrics[c.id]);
   round_.results[c.id] = std::move(r);
   Enqueue(c.id, protocol::EncodeAck(Header(round_.number), true));
@@ -522,7 +582,7 @@ bool Service::Impl::MaybeStartRound() {
             [](const ClientState* a, const ClientState* b) { return std::tie(a->name, a->id) < std::tie(b->name, b->id); });
   const size_t n = eligible.size();
   size_t k = static_cast<size_t>(std::ceil(o_.fraction * static_cast<double>(n)));
-  k = std::min(n, std::max<size_t>(k, o_.min_clients));
+  k = std::min(n, std::max<size_t>(k, 1));
   const uint64_t number = last_completed_ + 1;
   Rng rng(o_.seed, number);
   rng.Shuffle(std::span<const ClientState*>(eligible));
@@ -536,19 +596,56 @@ bool Service::Impl::MaybeStartRound() {
   for (size_t i = 0; i < k; ++i) round_.selected.push_back(eligible[i]->id);
   std::sort(round_.selected.begin(), round_.selected.end());
 
-  // Encode each chunk of the global model once; every selected client's outbox shares them.
-  const RoundConfig config = strategy_->Configure(number);
-  std::vector<transport::SharedFrame> frames;
-  for (const auto& chunk : protocol::SplitPayload(protocol::AsBytes(global_.span()), o_.chunk_bytes))
-    frames.push_back(std::make_shared<const Frame>(
-        protocol::EncodeRoundTask(Header(number), config, o_.round_timeout_ms, global_hash_, chunk)));
-  for (uint32_t id : round_.selected)
-    for (const auto& f : frames) Enqueue(id, f);
+  round_config_ = strategy_->Configure(number);
+  full_frames_.clear();
+  delta_frames_.clear();
+  unchanged_frames_.clear();
+  resyncs_ = 0;
+  for (uint32_t id : round_.selected) SendTask(clients_.at(id), false);
   spdlog::info("round {} started: {} of {} clients selected", number, round_.selected.size(), n);
   if (!IsLocalEndpoint(o_.listen))
     spdlog::warn("INSECURE: --insecure serves {} unencrypted and unauthenticated; anyone who can reach it can read "
                  "and poison updates", o_.listen);
   return true;
+}
+
+void Service::Impl::SendTask(ClientState& c, bool force_full) {
+  const uint64_t number = round_.number;
+  auto share = [](Frame f) { return std::make_shared<const Frame>(std::move(f)); };
+  const std::vector<transport::SharedFrame>* frames = nullptr;
+  if (!force_full && c.replica_hash == global_hash_) {
+    if (unchanged_frames_.empty())
+      unchanged_frames_.push_back(share(protocol::EncodeRoundTask(Header(number), round_config_, o_.round_timeout_ms,
+                                                                  global_hash_, wire::PayloadEncoding::Unchanged,
+                                                                  protocol::ChunkRef{})));
+    frames = &unchanged_frames_;
+  } else if (!force_full && last_delta_ && c.replica_hash == last_delta_->base_hash) {
+    if (delta_frames_.empty())
+      for (const auto& chunk : protocol::SplitPayload(last_delta_->payload, o_.chunk_bytes))
+        delta_frames_.push_back(share(protocol::EncodeRoundTask(Header(number), round_config_, o_.round_timeout_ms,
+                                                                global_hash_, wire::PayloadEncoding::Codec, chunk,
+                                                                last_delta_->base_hash, last_delta_->round)));
+    frames = &delta_frames_;
+  } else {
+    if (full_frames_.empty())
+      for (const auto& chunk : protocol::SplitPayload(protocol::AsBytes(global_.span()), o_.chunk_bytes))
+        full_frames_.push_back(share(protocol::EncodeRoundTask(Header(number), round_config_, o_.round_timeout_ms,
+                                                               global_hash_, wire::PayloadEncoding::DenseF32, chunk)));
+    frames = &full_frames_;
+  }
+  for (const auto& f : *frames) Enqueue(c.id, f);
+  c.replica_hash = global_hash_;
+}
+
+void Service::Impl::HandleResync(ClientState& c, const wire::Envelope* env) {
+  const wire::Resync* r = env->message_as_Resync();
+  if (!round_.open || env->round() != round_.number || !IsSelected(c.id) || round_.results.count(c.id) ||
+      round_.failures.count(c.id))
+    return;  // nothing to train this round; the next task will carry what the client needs
+  ++resyncs_;
+  spdlog::warn("round {}: client {} ({}) asks for the full model (its replica is {})", round_.number, c.id, c.name,
+               r->have_hash() ? r->have_hash()->str().substr(0, 16) : "?");
+  SendTask(c, true);
 }
 
 Status Service::Impl::CloseRound() {
@@ -567,15 +664,23 @@ Status Service::Impl::CloseRound() {
   if (results.size() >= o_.min_results) {
     SHOAL_ASSIGN_OR_RETURN(auto delta, strategy_->Aggregate(round_.number, results, failures, global_.span()));
     if (delta) {
-      // Apply to a copy first: a model that would hold NaN/Inf is never committed.
+      // The download codec compresses the global delta. The aggregator applies the DECODED
+      // delta to its own model, exactly as every client applies it to its replica, so all
+      // replicas stay bit-identical (checked by hash at the next RoundTask). It is applied to
+      // a copy first: a model that would hold NaN/Inf is never committed.
+      const auto ctx = codec::MakeRoundContext(o_.seed, round_.number, 0);
+      SHOAL_ASSIGN_OR_RETURN(auto payload, down_codec_->Encode(*delta, ctx));
+      std::vector<float> applied(global_.size());
+      SHOAL_RETURN_IF_ERROR(down_codec_->Decode(payload, ctx, applied).WithContext("decoding our own download delta"));
       std::vector<float> next(global_.span().begin(), global_.span().end());
       bool finite = true;
       for (size_t i = 0; i < next.size(); ++i) {
-        next[i] += (*delta)[i];
+        next[i] += applied[i];
         finite = finite && std::isfinite(next[i]);
       }
       if (finite) {
         SHOAL_RETURN_IF_ERROR(global_.Assign(next));
+        last_delta_ = LastDelta{std::move(payload), global_hash_, round_.number};
         updated = true;
       } else {
         spdlog::error("round {}: the aggregate would make the model non-finite; model unchanged", round_.number);
@@ -595,14 +700,16 @@ Status Service::Impl::CloseRound() {
   const uint64_t model_bytes = global_.size() * sizeof(float);
   const uint64_t dense_equiv = model_bytes * (round_.selected.size() + results.size());
 
-  double train_loss = 0.0;
+  double train_loss = 0.0, encode_seconds = 0.0;
   uint64_t weight = 0;
   for (const auto& r : results)
-    for (const auto& [name, v] : r.metrics)
+    for (const auto& [name, v] : r.metrics) {
       if (name == "train_loss") {
         train_loss += v * static_cast<double>(r.num_examples);
         weight += r.num_examples;
       }
+      if (name == "encode_seconds") encode_seconds += v;
+    }
 
   nlohmann::json line = {
       {"round", round_.number},
@@ -619,6 +726,9 @@ Status Service::Impl::CloseRound() {
       {"seconds", seconds},
       {"model_hash", global_hash_},
       {"model_updated", updated},
+      {"resyncs", resyncs_},
+      {"encode_seconds", results.empty() ? 0.0 : encode_seconds / static_cast<double>(results.size())},
+      {"decode_seconds", round_.decode_seconds},
       {"frames_rejected", frames_rejected_},
       {"rejected_by_code", rejected_by_code_},
   };

@@ -17,7 +17,7 @@ namespace shoal::aggregator {
 struct AggregatorOptions {
   std::string listen = "tcp://*:7070";     // ZeroMQ endpoint to bind
   uint64_t rounds = 0;                     // stop after this many completed rounds; 0 = run until stopped
-  uint32_t min_clients = 2;                // registered clients needed to start a round (and selected per round)
+  uint32_t min_clients = 2;                // registered clients needed before a round starts
   double fraction = 1.0;                   // share of registered clients selected each round, (0, 1]
   uint32_t min_results = 1;                // fewer reported updates than this keeps the model unchanged
   std::string model = "mlp";               // model spec (DESIGN.md §6)
@@ -27,6 +27,8 @@ struct AggregatorOptions {
   double test_fraction = 0.2;              // held-out share of the dataset
   StrategyOptions strategy;                // strategy name, client lr, local epochs/steps, prox mu
   OptimizerConfig optimizer;               // client optimizer (its learning_rate is overridden per round)
+  std::string codec = "none";              // upload codec spec (clients encode their updates with it)
+  std::string codec_down;                  // download codec for the global delta; Default: same as codec
   uint32_t batch_size = 32;                // client minibatch size
   uint32_t round_timeout_ms = 60000;       // a round closes this long after its tasks went out
   uint32_t heartbeat_interval_ms = 1000;   // clients send a heartbeat at least this often

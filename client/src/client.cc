@@ -12,6 +12,8 @@
 #include <optional>
 #include <thread>
 
+#include "codec/codec.h"
+#include "codec/round_context.h"
 #include "crypto/crypto.h"
 #include "protocol/envelope.h"
 #include "transport/channel.h"
@@ -19,6 +21,15 @@
 namespace shoal {
 
 using Clock = std::chrono::steady_clock;
+
+namespace {
+// FNV-1a of the client name: a portable private seed (std::hash differs between libraries).
+uint64_t NameSeed(const std::string& name) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+}  // namespace
 using std::chrono::milliseconds;
 using wire::ErrorCode;
 
@@ -63,6 +74,7 @@ class Client::Impl {
   Status HandleFrame(const zmq::message_t& m);
   Status HandleWelcome(const wire::Envelope* env);
   Status HandleRoundTask(const wire::Envelope* env);
+  Status RequestResync(uint64_t round, const std::string& why);
   Status FinishTraining();
   void StartTraining(std::vector<float> global, RoundConfig config);
   void StopTraining();
@@ -87,9 +99,18 @@ class Client::Impl {
   Clock::time_point last_heard_;
   Clock::time_point last_sent_;
 
+  // Codecs of the task (upload: encode with error feedback; download: decode the global delta).
+  std::unique_ptr<codec::Codec> up_codec_;
+  std::unique_ptr<codec::Codec> down_codec_;
+  // This client's copy of the global model, kept bit-identical to the aggregator's.
+  std::vector<float> replica_;
+  std::string replica_hash_;
+
   // The round being received / trained.
   uint64_t task_round_ = 0;
   std::optional<protocol::ChunkAssembler> assembler_;
+  wire::PayloadEncoding assembler_encoding_ = wire::PayloadEncoding::DenseF32;
+  bool awaiting_full_ = false;
   Clock::time_point round_started_;
   std::thread worker_;
   std::atomic<bool> train_cancel_{false};
@@ -159,9 +180,16 @@ Status Client::Impl::FinishTraining() {
     return Status::Internal("trainer returned a delta of " + std::to_string(train_result_.delta.size()) +
                             " floats; the model has " + std::to_string(expected));
   if (train_result_.num_examples == 0) train_result_.num_examples = 1;
-  auto bytes = protocol::AsBytes(train_result_.delta);
-  for (const auto& chunk : protocol::SplitPayload(bytes, welcome_->chunk_bytes)) {
-    Status st = Send(protocol::EncodeUpdate(NextHeader(round), train_result_.num_examples, train_result_.metrics, chunk));
+  // Compress (with error feedback when the codec has it). The private seed is this client's.
+  const auto encode_start = Clock::now();
+  auto payload = up_codec_->Encode(
+      train_result_.delta, codec::MakeRoundContext(welcome_->task.seed, round, NameSeed(o_.name)));
+  if (!payload.ok()) return payload.status().WithContext("encoding the update");
+  train_result_.metrics.emplace_back("encode_seconds",
+                                     std::chrono::duration<double>(Clock::now() - encode_start).count());
+  for (const auto& chunk : protocol::SplitPayload(*payload, welcome_->chunk_bytes)) {
+    Status st = Send(protocol::EncodeUpdate(NextHeader(round), train_result_.num_examples, train_result_.metrics,
+                                            wire::PayloadEncoding::Codec, chunk));
     if (!st.ok()) {
       spdlog::warn("round {}: sending the update failed: {}", round, st.message());
       return Status::Ok();
@@ -192,6 +220,17 @@ Status Client::Impl::HandleWelcome(const wire::Envelope* env) {
     }
     SHOAL_RETURN_IF_ERROR(st.WithContext("the aggregator's task does not fit this trainer"));
     configured_task_ = w->task;
+    up_codec_.reset();
+    replica_.clear();
+    replica_hash_.clear();
+  }
+  if (!up_codec_ || up_codec_->spec() != w->task.codec || down_codec_->spec() != w->task.codec_down) {
+    auto up = codec::Codec::Create(w->task.codec, w->task.layout);
+    if (!up.ok()) return up.status().WithContext("cannot run the aggregator's --codec");
+    auto down = codec::Codec::Create(w->task.codec_down, w->task.layout);
+    if (!down.ok()) return down.status().WithContext("cannot run the aggregator's --codec-down");
+    up_codec_ = std::move(*up);
+    down_codec_ = std::move(*down);
   }
   session_ = env->session();
   client_id_ = w->client_id;
@@ -209,16 +248,27 @@ Status Client::Impl::HandleRoundTask(const wire::Envelope* env) {
   const wire::RoundTask* t = env->message_as_RoundTask();
   const uint64_t round = env->round();
   if (round == 0) return Status::Ok();
-  if (round != task_round_) {
+  const size_t n = LayoutSize(welcome_->task.layout);
+  const bool new_round = round != task_round_;
+  // After a Resync request the full model of the same round follows: start a fresh transfer.
+  const bool resync_reply = !new_round && awaiting_full_ && t->encoding() == wire::PayloadEncoding::DenseF32;
+  if (new_round || resync_reply) {
     // A new round: anything older (an unfinished transfer or training) is abandoned.
-    if (worker_.joinable() && training_round_ != round) StopTraining();
+    if (new_round && worker_.joinable() && training_round_ != round) StopTraining();
     task_round_ = round;
-    assembler_.emplace(LayoutSize(welcome_->task.layout) * sizeof(float));
-    round_started_ = Clock::now();
+    awaiting_full_ = false;
+    assembler_encoding_ = t->encoding();
+    // Bound each transfer by what its encoding can need: the dense model, at most twice
+    // that for a codec delta, nothing for Unchanged.
+    uint64_t limit = n * sizeof(float);
+    if (t->encoding() == wire::PayloadEncoding::Codec) limit = 2 * limit + (64u << 10);
+    if (t->encoding() == wire::PayloadEncoding::Unchanged) limit = 0;
+    assembler_.emplace(limit);
+    if (new_round) round_started_ = Clock::now();
   }
   if (!assembler_) return Status::Ok();  // this round's model already arrived
-  if (t->encoding() != wire::PayloadEncoding::DenseF32) {
-    spdlog::warn("round {}: unsupported model encoding; skipping the round", round);
+  if (t->encoding() != assembler_encoding_) {
+    spdlog::warn("round {}: chunks with mixed encodings; skipping the round", round);
     assembler_.reset();
     return Status::Ok();
   }
@@ -231,16 +281,39 @@ Status Client::Impl::HandleRoundTask(const wire::Envelope* env) {
   if (!assembler_->complete()) return Status::Ok();
   std::vector<uint8_t> bytes = assembler_->Take();
   assembler_.reset();
-  auto global = protocol::DecodeDenseF32(bytes, LayoutSize(welcome_->task.layout));
-  if (!global.ok()) {
-    spdlog::warn("round {}: bad global model ({}); skipping the round", round, global.status().message());
-    return Status::Ok();
+  const std::string want = t->model_hash() ? t->model_hash()->str() : "";
+
+  // Bring the replica to the round's model.
+  switch (t->encoding()) {
+    case wire::PayloadEncoding::DenseF32: {
+      auto global = protocol::DecodeDenseF32(bytes, n);
+      if (!global.ok()) {
+        spdlog::warn("round {}: bad global model ({}); skipping the round", round, global.status().message());
+        return Status::Ok();
+      }
+      replica_ = std::move(*global);
+      replica_hash_ = crypto::ModelHash(replica_);
+      break;
+    }
+    case wire::PayloadEncoding::Codec: {
+      const std::string base = t->base_hash() ? t->base_hash()->str() : "";
+      if (replica_.size() != n || replica_hash_ != base) return RequestResync(round, "replica is not the delta's base");
+      std::vector<float> delta(n);
+      Status decoded =
+          down_codec_->Decode(bytes, codec::MakeRoundContext(welcome_->task.seed, t->delta_round(), 0), delta);
+      if (!decoded.ok()) return RequestResync(round, "global delta does not decode: " + decoded.message());
+      for (size_t i = 0; i < n; ++i) replica_[i] += delta[i];
+      replica_hash_ = crypto::ModelHash(replica_);
+      break;
+    }
+    case wire::PayloadEncoding::Unchanged:
+      break;
+    default:
+      spdlog::warn("round {}: unknown model encoding; skipping the round", round);
+      return Status::Ok();
   }
-  const std::string hash = crypto::ModelHash(*global);
-  if (!t->model_hash() || t->model_hash()->str() != hash) {
-    spdlog::warn("round {}: model hash mismatch (got {}); skipping the round", round, hash);
-    return Status::Ok();
-  }
+  if (replica_.size() != n || replica_hash_ != want) return RequestResync(round, "model hash mismatch");
+
   auto config = protocol::DecodeRoundConfig(t->config(), round);
   if (!config.ok()) {
     spdlog::warn("round {}: {}; skipping the round", round, config.status().message());
@@ -249,7 +322,19 @@ Status Client::Impl::HandleRoundTask(const wire::Envelope* env) {
   ClientEvent e(ClientEvent::Kind::kRoundStarted);
   e.round = round;
   Emit(e);
-  StartTraining(std::move(*global), *config);
+  StartTraining(replica_, *config);
+  return Status::Ok();
+}
+
+Status Client::Impl::RequestResync(uint64_t round, const std::string& why) {
+  spdlog::warn("round {}: {}; asking the aggregator for the full model", round, why);
+  awaiting_full_ = true;
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    ++stats_.resyncs;
+  }
+  Status st = Send(protocol::EncodeResync(NextHeader(round), replica_hash_));
+  if (!st.ok()) spdlog::warn("round {}: resync request not sent: {}", round, st.message());
   return Status::Ok();
 }
 
@@ -278,6 +363,7 @@ Status Client::Impl::HandleFrame(const zmq::message_t& m) {
     }
     switch (err->code()) {
       case ErrorCode::VersionMismatch:
+      case ErrorCode::UnsupportedCodec:
       case ErrorCode::Refused:
         if (!registered_ || env->session() == session_)
           return Status::FailedPrecondition("the aggregator refused this client: " + reason);
@@ -359,7 +445,7 @@ Status Client::Impl::Run() {
         session_ = 0;
         client_id_ = 0;
         Status st = channel_->Send(protocol::EncodeHello({0, 0, 0, ++sequence_}, o_.name, num_examples,
-                                                         trainer_->name()),
+                                                         trainer_->name(), codec::SupportedStages()),
                                    milliseconds(100));
         if (!st.ok()) spdlog::debug("hello not sent yet: {}", st.message());
         next_hello = now + hello_backoff;

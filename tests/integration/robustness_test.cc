@@ -27,7 +27,7 @@ TEST(Robustness, GarbageFramesAreRejectedAndCounted) {
   s.set(zmq::sockopt::linger, 0);
   s.connect(Endpoint(port));
   Rng rng(42);
-  const protocol::Frame hello = protocol::EncodeHello({0, 0, 0, 1}, "garbage", 1, "test");
+  const protocol::Frame hello = protocol::EncodeHello({0, 0, 0, 1}, "garbage", 1, "test", {});
   protocol::Frame wrong_version = hello;
   // The version is the envelope's first scalar; find it by re-encoding with a patched copy.
   {

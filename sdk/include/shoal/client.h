@@ -64,6 +64,7 @@ class Client {
     uint64_t bytes_received = 0;
     uint64_t reconnects = 0;
     uint64_t errors_received = 0;
+    uint64_t resyncs = 0;  // full-model resyncs this client asked for
   };
   Stats stats() const;
 

@@ -43,7 +43,8 @@ struct TaskConfig {
   float prox_mu = 0.0f;              // FedProx proximal coefficient; 0 = plain local SGD
   uint64_t seed = 0;                 // base seed: data split, partitions, per-round shuffles
   double test_fraction = 0.2;        // held-out share of the dataset (aggregator only evaluates on it)
-  std::string codec = "none";        // update codec spec (compression issue)
+  std::string codec = "none";        // upload codec spec, e.g. "ef|topk:ratio=0.01|int8" ("none" = dense fp32)
+  std::string codec_down = "none";   // download codec spec for the global delta
   bool operator==(const TaskConfig&) const = default;
 };
 

@@ -168,9 +168,11 @@ StatusOr<std::vector<float>> DecodeDenseF32(std::span<const uint8_t> bytes, size
   return out;
 }
 
-Frame EncodeHello(const Header& h, const std::string& client_name, uint64_t num_examples, const std::string& trainer) {
+Frame EncodeHello(const Header& h, const std::string& client_name, uint64_t num_examples, const std::string& trainer,
+                  const std::vector<std::string>& codecs) {
   FlatBufferBuilder fbb(256);
-  auto msg = wire::CreateHelloDirect(fbb, client_name.c_str(), num_examples, trainer.c_str());
+  auto names = fbb.CreateVectorOfStrings(codecs);
+  auto msg = wire::CreateHello(fbb, fbb.CreateString(client_name), num_examples, fbb.CreateString(trainer), names);
   return Finish(fbb, h, wire::Message::Hello, msg.Union());
 }
 
@@ -184,31 +186,39 @@ Frame EncodeWelcome(const Header& h, const WelcomeInfo& w) {
                                                o.weight_decay, o.beta1, o.beta2, o.eps);
   auto task = wire::CreateTaskConfigDirect(fbb, t.model.c_str(), &layout, t.dataset.c_str(), opt, t.local_epochs,
                                            t.local_steps, t.batch_size, t.prox_mu, t.seed, t.test_fraction,
-                                           t.codec.c_str());
+                                           t.codec.c_str(), t.codec_down.c_str());
   auto msg = wire::CreateWelcome(fbb, w.client_id, task, w.heartbeat_interval_ms, w.heartbeat_timeout_ms,
                                  w.chunk_bytes, w.max_frame_bytes);
   return Finish(fbb, h, wire::Message::Welcome, msg.Union());
 }
 
 Frame EncodeRoundTask(const Header& h, const RoundConfig& c, uint32_t deadline_ms, const std::string& model_hash,
-                      const ChunkRef& chunk) {
+                      wire::PayloadEncoding encoding, const ChunkRef& chunk, const std::string& base_hash,
+                      uint64_t delta_round) {
   FlatBufferBuilder fbb(chunk.data.size() + 512);
   auto cfg = wire::CreateRoundConfig(fbb, c.learning_rate, c.local_epochs, c.local_steps, c.prox_mu);
   auto hash = fbb.CreateString(model_hash);
   auto payload = BuildChunk(fbb, chunk);
-  auto msg = wire::CreateRoundTask(fbb, cfg, deadline_ms, hash, wire::PayloadEncoding::DenseF32, payload);
+  auto base = fbb.CreateString(base_hash);
+  auto msg = wire::CreateRoundTask(fbb, cfg, deadline_ms, hash, encoding, payload, base, delta_round);
   return Finish(fbb, h, wire::Message::RoundTask, msg.Union());
 }
 
 Frame EncodeUpdate(const Header& h, uint64_t num_examples, const std::vector<std::pair<std::string, double>>& metrics,
-                   const ChunkRef& chunk) {
+                   wire::PayloadEncoding encoding, const ChunkRef& chunk) {
   FlatBufferBuilder fbb(chunk.data.size() + 512);
   std::vector<flatbuffers::Offset<wire::Metric>> ms;
   for (const auto& [name, value] : metrics) ms.push_back(wire::CreateMetricDirect(fbb, name.c_str(), value));
   auto mv = fbb.CreateVector(ms);
   auto payload = BuildChunk(fbb, chunk);
-  auto msg = wire::CreateUpdate(fbb, num_examples, mv, wire::PayloadEncoding::DenseF32, payload);
+  auto msg = wire::CreateUpdate(fbb, num_examples, mv, encoding, payload);
   return Finish(fbb, h, wire::Message::Update, msg.Union());
+}
+
+Frame EncodeResync(const Header& h, const std::string& have_hash) {
+  FlatBufferBuilder fbb(128);
+  auto msg = wire::CreateResyncDirect(fbb, have_hash.c_str());
+  return Finish(fbb, h, wire::Message::Resync, msg.Union());
 }
 
 Frame EncodeAck(const Header& h, bool accepted) {
@@ -244,6 +254,8 @@ StatusOr<TaskConfig> DecodeTask(const wire::TaskConfig* t) {
   out.model = t->model()->str();
   if (t->dataset()) out.dataset = t->dataset()->str();
   if (t->codec()) out.codec = t->codec()->str();
+  SHOAL_RETURN_IF_ERROR(CheckString(t->codec_down(), "task.codec_down", false));
+  if (t->codec_down()) out.codec_down = t->codec_down()->str();
   if (!t->layout() || t->layout()->size() == 0) return Status::Protocol("task has an empty model layout");
   if (t->layout()->size() > kMaxLayoutTensors) return Status::Protocol("task layout has too many tensors");
   uint64_t total = 0;

@@ -96,12 +96,18 @@ struct WelcomeInfo {
   uint32_t max_frame_bytes = static_cast<uint32_t>(MaxFrameBytes(kDefaultChunkBytes));
 };
 
-Frame EncodeHello(const Header& h, const std::string& client_name, uint64_t num_examples, const std::string& trainer);
+Frame EncodeHello(const Header& h, const std::string& client_name, uint64_t num_examples, const std::string& trainer,
+                  const std::vector<std::string>& codecs);
 Frame EncodeWelcome(const Header& h, const WelcomeInfo& w);
+// encoding DenseF32: the full model; Codec: the delta of `delta_round` that turns the model
+// with `base_hash` into the one with `model_hash`; Unchanged: no payload.
 Frame EncodeRoundTask(const Header& h, const RoundConfig& config, uint32_t deadline_ms, const std::string& model_hash,
-                      const ChunkRef& chunk);
+                      wire::PayloadEncoding encoding, const ChunkRef& chunk, const std::string& base_hash = "",
+                      uint64_t delta_round = 0);
 Frame EncodeUpdate(const Header& h, uint64_t num_examples,
-                   const std::vector<std::pair<std::string, double>>& metrics, const ChunkRef& chunk);
+                   const std::vector<std::pair<std::string, double>>& metrics, wire::PayloadEncoding encoding,
+                   const ChunkRef& chunk);
+Frame EncodeResync(const Header& h, const std::string& have_hash);
 Frame EncodeAck(const Header& h, bool accepted);
 Frame EncodeError(const Header& h, wire::ErrorCode code, const std::string& reason);
 Frame EncodeHeartbeat(const Header& h, bool busy, float progress);

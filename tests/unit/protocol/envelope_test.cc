@@ -54,7 +54,7 @@ TEST(Envelope, WelcomeRoundTripsEveryField) {
 }
 
 TEST(Envelope, VerifierRejectsTruncatedFramesAtEveryLength) {
-  Frame f = EncodeHello({0, 0, 0, 1}, "client-a", 100, "builtin");
+  Frame f = EncodeHello({0, 0, 0, 1}, "client-a", 100, "builtin", {"int8", "topk"});
   ASSERT_TRUE(VerifyFrame(f, 1 << 20).ok());
   for (size_t n = 0; n < f.size(); ++n) {
     Verified v = VerifyFrame(std::span<const uint8_t>(f.data(), n), 1 << 20);
@@ -83,7 +83,7 @@ TEST(Envelope, VerifierRejectsRandomBytes) {
 }
 
 TEST(Envelope, VerifierRejectsOversizedFrames) {
-  Frame f = EncodeHello({0, 0, 0, 1}, "client-a", 100, "builtin");
+  Frame f = EncodeHello({0, 0, 0, 1}, "client-a", 100, "builtin", {"int8", "topk"});
   Verified v = VerifyFrame(f, f.size() - 1);
   EXPECT_FALSE(v.ok());
   EXPECT_NE(v.reason.find("exceeds"), std::string::npos);
@@ -127,7 +127,7 @@ TEST(Chunks, SplitAndReassembleIsExactForEverySizeAndChunk) {
       ChunkAssembler a(total);
       for (size_t i : order) {
         EXPECT_LE(chunks[i].data.size(), chunk);
-        Frame f = EncodeUpdate({1, 1, 1, i + 1}, 5, {}, chunks[i]);
+        Frame f = EncodeUpdate({1, 1, 1, i + 1}, 5, {}, wire::PayloadEncoding::Codec, chunks[i]);
         Verified v = VerifyFrame(f, 1 << 20);
         ASSERT_TRUE(v.ok());
         ASSERT_TRUE(a.Add(v.envelope->message_as_Update()->payload()).ok()) << total << "/" << chunk;

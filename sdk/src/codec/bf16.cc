@@ -1,0 +1,81 @@
+// bf16 quantizer: the top 16 bits of an fp32, round to nearest even. Finite inputs that would
+// round past the largest bf16 (3.3895e38) saturate to it; NaN maps to 0. Decode refuses
+// Inf/NaN encodings. Wire: n x uint16 little-endian.
+#include <bit>
+#include <cstring>
+
+#include "codec/bytes.h"
+#include "codec/stages.h"
+
+namespace shoal::codec {
+namespace {
+
+inline uint16_t FloatToBf16(float x) {
+  uint32_t u = std::bit_cast<uint32_t>(x);
+  const uint32_t sign = u & 0x80000000u;
+  const uint32_t a = u & 0x7fffffffu;
+  uint32_t r = (a + 0x7fffu + ((a >> 16) & 1u)) >> 16;  // round half to even
+  r = r >= 0x7f80u ? 0x7f7fu : r;                        // overflow: saturate
+  r = a > 0x7f800000u ? 0u : r;                          // NaN -> 0
+  return static_cast<uint16_t>(r | (sign >> 16));
+}
+
+class Bf16 final : public Quantizer {
+ public:
+  StageId id() const override { return StageId::kBf16; }
+  size_t MaxEncodedBytes(size_t n) const override { return 2 * n; }
+
+  void Encode(std::span<const float> values, const RoundContext&, size_t, ByteWriter* out) const override {
+    const size_t n = values.size();
+    uint8_t* p = out->Extend(n * 2);
+    const float* x = values.data();
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {  // fixed-size blocks so -O2 vectorizes
+      uint16_t h[16];
+      for (size_t j = 0; j < 16; ++j) h[j] = FloatToBf16(x[i + j]);
+      std::memcpy(p + 2 * i, h, sizeof h);
+    }
+    for (; i < n; ++i) {
+      uint16_t h = FloatToBf16(x[i]);
+      std::memcpy(p + 2 * i, &h, 2);
+    }
+  }
+
+  Status Decode(ByteReader* in, std::span<float> values) const override {
+    std::span<const uint8_t> b;
+    SHOAL_RETURN_IF_ERROR(in->ReadBytes(values.size() * 2, &b, "bf16 values"));
+    const size_t n = values.size();
+    float* out = values.data();
+    const uint8_t* src = b.data();
+    uint32_t bad = 0;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      uint16_t h[16];
+      uint32_t f[16];
+      std::memcpy(h, src + 2 * i, sizeof h);
+      for (size_t j = 0; j < 16; ++j) {
+        bad |= static_cast<uint32_t>((h[j] & 0x7f80u) == 0x7f80u);
+        f[j] = static_cast<uint32_t>(h[j]) << 16;
+      }
+      std::memcpy(out + i, f, sizeof f);
+    }
+    for (; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, src + 2 * i, 2);
+      bad |= static_cast<uint32_t>((h & 0x7f80u) == 0x7f80u);
+      uint32_t f = static_cast<uint32_t>(h) << 16;
+      std::memcpy(out + i, &f, 4);
+    }
+    if (bad) return Status::Corruption("bf16 payload holds an Inf or NaN value");
+    return Status::Ok();
+  }
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Quantizer>> MakeBf16(const StageSpec& spec) {
+  if (!spec.params.empty()) return Status::InvalidArgument("bf16: unknown parameter '" + spec.params[0].first + "' (bf16 takes none)");
+  return std::unique_ptr<Quantizer>(new Bf16());
+}
+
+}  // namespace shoal::codec

@@ -1,0 +1,782 @@
+// The codec pipeline: spec parsing (ParseSpec), the payload format and Codec::Impl.
+//
+// Payload of a non-empty pipeline (all integers little-endian, varints LEB128):
+//   u8     format version (kFormatVersion)
+//   u8     number of wire stages, then one u8 StageId each, in pipeline order. Error feedback
+//          is encoder-side state that does not change the format, so it is not listed: a
+//          decoder with or without `ef` reads the same payload.
+//   varint total number of floats of the layout (a cheap mismatch check)
+//   body   (zstd: one zstd frame holding the body, nothing after it)
+// Body, per tensor in layout order (tensors with no elements are skipped):
+//   [varint count]                  only with a selector; must equal Selector::Count(m, chunk)
+//   [indices]                       only with a selector whose indices are not implicit:
+//       chunk-local (32 <= chunk <= 65536): per chunk, varint count then that many offsets
+//                                   within the chunk (u8 when chunk <= 256, else u16),
+//                                   strictly increasing
+//       otherwise delta + varint:   idx[0], then idx[i] - idx[i-1] - 1
+//   values                          Quantizer::Encode of the travelling values, or raw f32
+// where m = Transform::NumCoefficients (or the tensor size), chunk = Transform::ChunkSize
+// (0 without a transform). The empty pipeline's payload is the raw little-endian fp32 update.
+#include "codec/codec.h"
+
+#include <zstd.h>
+
+#include <algorithm>
+#include <bit>
+#include <charconv>
+#include <climits>
+#include <cstdint>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <set>
+
+#include "codec/bytes.h"
+#include "codec/stages.h"
+
+namespace shoal::codec {
+
+// StageSpec ---------------------------------------------------------------------------------
+
+const std::string* StageSpec::Find(std::string_view key) const {
+  for (const auto& [k, v] : params) {
+    if (k == key) return &v;
+  }
+  return nullptr;
+}
+
+StatusOr<int64_t> StageSpec::Int(std::string_view key, int64_t def, int64_t lo, int64_t hi) const {
+  const std::string* v = Find(key);
+  if (!v) return def;
+  int64_t x = 0;
+  auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), x);
+  if (v->empty() || ec != std::errc() || end != v->data() + v->size() || x < lo || x > hi) {
+    return Status::InvalidArgument(name + ": bad value '" + *v + "' for '" + std::string(key) + "' (expected an integer in [" +
+                                   std::to_string(lo) + ", " + std::to_string(hi) + "])");
+  }
+  return x;
+}
+
+StatusOr<double> StageSpec::Double(std::string_view key, double def, double lo, double hi) const {
+  const std::string* v = Find(key);
+  if (!v) return def;
+  double x = 0;
+  auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), x);
+  if (v->empty() || ec != std::errc() || end != v->data() + v->size() || !std::isfinite(x) || x < lo || x > hi) {
+    std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+    return Status::InvalidArgument(name + ": bad value '" + *v + "' for '" + std::string(key) + "' (expected a number in " +
+                                   range + ")");
+  }
+  return x;
+}
+
+std::string StageSpec::ToString() const {
+  std::string s = name;
+  for (size_t i = 0; i < params.size(); ++i) s += (i ? "," : ":") + params[i].first + "=" + params[i].second;
+  return s;
+}
+
+// Spec grammar --------------------------------------------------------------------------------
+namespace {
+
+enum class Slot { kEf = 0, kTransform = 1, kSelect = 2, kQuantize = 3, kZstd = 4 };
+const char* SlotName(Slot s) {
+  switch (s) {
+    case Slot::kEf: return "error-feedback";
+    case Slot::kTransform: return "transform";
+    case Slot::kSelect: return "select";
+    case Slot::kQuantize: return "quantize";
+    case Slot::kZstd: return "zstd";
+  }
+  return "?";
+}
+
+enum class Kind { kInt, kRatio, kBool };
+struct ParamDef {
+  const char* key;
+  Kind kind;
+  int64_t lo, hi;   // kInt
+  const char* def;  // canonical default; nullptr = optional without default
+};
+struct StageDef {
+  const char* name;
+  StageId id;
+  Slot slot;
+  std::vector<ParamDef> params;
+};
+
+const std::vector<StageDef>& StageDefs() {
+  static const std::vector<StageDef> defs = {
+      {"ef", StageId::kErrorFeedback, Slot::kEf, {}},
+      {"dct", StageId::kDct, Slot::kTransform, {{"chunk", Kind::kInt, 1, 1024, "64"}}},
+      {"powersgd", StageId::kPowerSgd, Slot::kTransform, {{"rank", Kind::kInt, 1, 1024, "4"}, {"seed", Kind::kInt, 0, INT64_MAX, "0"}}},
+      {"topk",
+       StageId::kTopK,
+       Slot::kSelect,
+       {{"ratio", Kind::kRatio, 0, 0, "0.01"}, {"k", Kind::kInt, 1, INT32_MAX, nullptr}, {"approx", Kind::kBool, 0, 1, "0"}}},
+      {"randk", StageId::kRandK, Slot::kSelect, {{"ratio", Kind::kRatio, 0, 0, "0.01"}}},
+      {"fp16", StageId::kFp16, Slot::kQuantize, {}},
+      {"bf16", StageId::kBf16, Slot::kQuantize, {}},
+      {"int8", StageId::kInt8, Slot::kQuantize, {{"chunk", Kind::kInt, 1, int64_t{1} << 24, "256"}, {"stochastic", Kind::kBool, 0, 1, "0"}}},
+      {"qsgd", StageId::kQsgd, Slot::kQuantize, {{"levels", Kind::kInt, 1, 65535, "16"}}},
+      {"sign", StageId::kSign, Slot::kQuantize, {}},
+      {"zstd", StageId::kZstd, Slot::kZstd, {{"level", Kind::kInt, 1, 19, "3"}}},
+  };
+  return defs;
+}
+
+const StageDef* FindDef(std::string_view name) {
+  for (const auto& d : StageDefs()) {
+    if (name == d.name) return &d;
+  }
+  return nullptr;
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+std::vector<std::string_view> Split(std::string_view s, char sep) {
+  std::vector<std::string_view> out;
+  size_t start = 0;
+  for (;;) {
+    size_t p = s.find(sep, start);
+    out.push_back(s.substr(start, p == std::string_view::npos ? std::string_view::npos : p - start));
+    if (p == std::string_view::npos) break;
+    start = p + 1;
+  }
+  return out;
+}
+
+std::string ValidStages() {
+  std::string s;
+  for (const auto& d : StageDefs()) s += std::string(s.empty() ? "" : ", ") + d.name;
+  return s + ", demo, none";
+}
+
+std::string FormatDouble(double x) {
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, x);
+  return std::string(buf, end);
+}
+
+// Splits "name:k=v,k=v" into a StageSpec (syntax only).
+StatusOr<StageSpec> ParseStage(std::string_view text) {
+  StageSpec st;
+  size_t colon = text.find(':');
+  st.name = std::string(Trim(text.substr(0, colon)));
+  if (st.name.empty()) return Status::InvalidArgument("empty stage name in '" + std::string(text) + "'");
+  if (colon == std::string_view::npos) return st;
+  for (std::string_view kv : Split(text.substr(colon + 1), ',')) {
+    size_t eq = kv.find('=');
+    std::string_view key = Trim(kv.substr(0, eq));
+    std::string_view value = eq == std::string_view::npos ? std::string_view() : Trim(kv.substr(eq + 1));
+    if (eq == std::string_view::npos || key.empty() || value.empty()) {
+      return Status::InvalidArgument(st.name + ": malformed parameter '" + std::string(Trim(kv)) + "' (expected key=value)");
+    }
+    for (const auto& [k, v] : st.params) {
+      if (k == key) return Status::InvalidArgument(st.name + ": parameter '" + std::string(key) + "' given twice");
+    }
+    st.params.emplace_back(std::string(key), std::string(value));
+  }
+  return st;
+}
+
+// Checks a stage's parameters against its definition and returns it in canonical form.
+StatusOr<StageSpec> Canonicalize(const StageDef& def, const StageSpec& in) {
+  for (const auto& [k, v] : in.params) {
+    bool known = false;
+    for (const auto& p : def.params) known = known || k == p.key;
+    if (!known) {
+      std::string valid;
+      for (const auto& p : def.params) valid += std::string(valid.empty() ? "" : ", ") + p.key;
+      return Status::InvalidArgument(in.name + ": unknown parameter '" + k + "' (valid: " + (valid.empty() ? "none" : valid) + ")");
+    }
+  }
+  StageSpec out;
+  out.name = def.name;
+  const bool topk_with_k = def.id == StageId::kTopK && in.Find("k") != nullptr;
+  if (topk_with_k && in.Find("ratio") != nullptr) {
+    return Status::InvalidArgument("topk: give either 'ratio' or 'k', not both");
+  }
+  for (const auto& p : def.params) {
+    if (def.id == StageId::kTopK && std::string_view(p.key) == "ratio" && topk_with_k) continue;
+    const std::string* v = in.Find(p.key);
+    if (!v && !p.def) continue;
+    std::string value;
+    switch (p.kind) {
+      case Kind::kInt: {
+        SHOAL_ASSIGN_OR_RETURN(int64_t x, in.Int(p.key, 0, p.lo, p.hi));
+        value = v ? std::to_string(x) : p.def;
+        break;
+      }
+      case Kind::kBool: {
+        SHOAL_ASSIGN_OR_RETURN(int64_t x, in.Int(p.key, 0, 0, 1));
+        value = v ? std::to_string(x) : p.def;
+        break;
+      }
+      case Kind::kRatio: {
+        if (!v) {
+          value = p.def;
+          break;
+        }
+        double x = 0;
+        auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), x);
+        if (ec != std::errc() || end != v->data() + v->size() || !(x > 0.0 && x <= 1.0)) {
+          return Status::InvalidArgument(in.name + ": bad value '" + *v + "' for '" + p.key + "' (expected a number in (0, 1])");
+        }
+        value = FormatDouble(x);
+        break;
+      }
+    }
+    out.params.emplace_back(p.key, value);
+  }
+  return out;
+}
+
+// "demo:chunk=C,topk=K,bits=B" -> dct:chunk=C | topk:k=K,approx=0 | (sign | bf16 | int8 | none).
+StatusOr<std::vector<StageSpec>> ExpandDemo(const StageSpec& in) {
+  for (const auto& [k, v] : in.params) {
+    if (k != "chunk" && k != "topk" && k != "bits") {
+      return Status::InvalidArgument("demo: unknown parameter '" + k + "' (valid: chunk, topk, bits)");
+    }
+  }
+  SHOAL_ASSIGN_OR_RETURN(int64_t chunk, in.Int("chunk", 64, 1, 1024));
+  SHOAL_ASSIGN_OR_RETURN(int64_t topk, in.Int("topk", 8, 1, INT32_MAX));
+  SHOAL_ASSIGN_OR_RETURN(int64_t bits, in.Int("bits", 1, 1, 32));
+  std::vector<StageSpec> out;
+  out.push_back({"dct", {{"chunk", std::to_string(chunk)}}});
+  out.push_back({"topk", {{"k", std::to_string(topk)}, {"approx", "0"}}});
+  switch (bits) {
+    case 1: out.push_back({"sign", {}}); break;
+    case 8: out.push_back({"int8", {{"chunk", "256"}, {"stochastic", "0"}}}); break;
+    case 16: out.push_back({"bf16", {}}); break;
+    case 32: break;
+    default: return Status::InvalidArgument("demo: bad value '" + std::to_string(bits) + "' for 'bits' (expected 1, 8, 16 or 32)");
+  }
+  return out;
+}
+
+}  // namespace
+
+StatusOr<std::vector<StageSpec>> ParseSpec(const std::string& spec) {
+  auto fail = [&spec](const std::string& why) { return Status::InvalidArgument("codec spec '" + spec + "': " + why); };
+  std::string_view whole = Trim(spec);
+  std::vector<StageSpec> out;
+  if (whole.empty() || whole == "none") return out;
+  std::vector<std::pair<Slot, std::string>> filled;  // slot and the user-facing name that filled it
+  for (std::string_view part : Split(whole, '|')) {
+    part = Trim(part);
+    if (part.empty()) return fail("empty stage (two '|' in a row or a '|' at an end)");
+    auto parsed = ParseStage(part);
+    if (!parsed.ok()) return fail(parsed.status().message());
+    const StageSpec& st = *parsed;
+    std::vector<StageSpec> stages;
+    std::vector<Slot> slots;
+    if (st.name == "none") return fail("'none' must be the whole spec");
+    if (st.name == "demo") {
+      auto expanded = ExpandDemo(st);
+      if (!expanded.ok()) return fail(expanded.status().message());
+      stages = std::move(*expanded);
+      slots = {Slot::kTransform, Slot::kSelect};
+      if (stages.size() == 3) slots.push_back(Slot::kQuantize);
+    } else {
+      const StageDef* def = FindDef(st.name);
+      if (!def) return fail("unknown stage '" + st.name + "' (valid: " + ValidStages() + ")");
+      auto canon = Canonicalize(*def, st);
+      if (!canon.ok()) return fail(canon.status().message());
+      stages.push_back(std::move(*canon));
+      slots.push_back(def->slot);
+    }
+    for (Slot slot : slots) {
+      for (const auto& [s, name] : filled) {
+        if (s == slot) {
+          if (name == st.name) return fail("'" + st.name + "' appears twice");
+          return fail("'" + name + "' and '" + st.name + "' both fill the " + SlotName(slot) + " slot");
+        }
+        if (static_cast<int>(s) > static_cast<int>(slot)) {
+          return fail("'" + st.name + "' after '" + name +
+                      "' is out of order (order: ef | dct|powersgd | topk|randk | fp16|bf16|int8|qsgd|sign | zstd)");
+        }
+      }
+    }
+    for (Slot slot : slots) filled.emplace_back(slot, st.name);
+    for (auto& s : stages) out.push_back(std::move(s));
+  }
+  return out;
+}
+
+Shape2D ToShape2D(const TensorSpec& spec) {
+  Shape2D s;
+  if (spec.shape.empty()) return s;
+  if (spec.shape.size() == 1) {
+    s.cols = spec.shape[0];
+    return s;
+  }
+  s.rows = spec.shape[0];
+  s.cols = 1;
+  for (size_t i = 1; i < spec.shape.size(); ++i) s.cols *= spec.shape[i];
+  return s;
+}
+
+std::vector<std::string> SupportedStages() {
+  std::vector<std::string> names;
+  for (const auto& d : StageDefs()) names.push_back(d.name);
+  return names;
+}
+
+// Codec ---------------------------------------------------------------------------------------
+namespace {
+
+constexpr uint8_t kFormatVersion = 1;
+constexpr size_t kChunkLocalMin = 32;
+constexpr size_t kChunkLocalMax = 65536;
+
+size_t VarintLen(uint64_t v) { return v < 0x80 ? 1 : 1 + VarintLen(v >> 7); }
+
+bool AllFinite(std::span<const float> v, size_t* first_bad) {
+  const size_t n = v.size();
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    uint32_t u[16];
+    std::memcpy(u, v.data() + i, sizeof u);
+    uint32_t bad = 0;
+    for (size_t j = 0; j < 16; ++j) bad |= static_cast<uint32_t>((u[j] & 0x7f800000u) == 0x7f800000u);
+    if (bad) break;
+  }
+  for (; i < n; ++i) {
+    if (!std::isfinite(v[i])) {
+      *first_bad = i;
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+class Codec::Impl {
+ public:
+  struct Tensor {
+    std::string name;
+    Shape2D shape;
+    size_t offset = 0, size = 0;
+    size_t coeffs = 0;  // m
+    size_t chunk = 0;
+    size_t count = 0;   // travelling values (Selector::Count, or m)
+  };
+
+  std::string spec;
+  std::vector<StageSpec> stages;
+  std::vector<TensorSpec> layout;
+  std::vector<Tensor> tensors;
+  size_t total = 0;
+  bool ef = false;
+  StageSpec transform_spec;
+  std::unique_ptr<Transform> transform;
+  std::unique_ptr<Selector> selector;
+  std::unique_ptr<Quantizer> quantizer;
+  bool zstd = false;
+  int zstd_level = 3;
+  std::vector<uint8_t> wire_ids;
+  size_t body_bound = 0;  // most bytes a valid body can have for this layout
+  std::vector<float> residual;
+
+  bool dense() const { return !transform && !selector && !quantizer && !zstd; }
+  bool chunk_local(size_t chunk) const { return chunk >= kChunkLocalMin && chunk <= kChunkLocalMax; }
+
+  Status Build();
+  Status EncodeBody(std::span<const float> x, const RoundContext& ctx, ByteWriter* w);
+  Status DecodeBody(std::span<const uint8_t> body, const RoundContext& ctx, std::span<float> out) const;
+  Status DecodeIndices(ByteReader* r, const Tensor& t, std::vector<uint32_t>* idx) const;
+};
+
+Status Codec::Impl::Build() {
+  for (const auto& st : stages) {
+    if (st.name == "ef") {
+      ef = true;
+    } else if (st.name == "dct") {
+      SHOAL_ASSIGN_OR_RETURN(transform, MakeDct(st));
+      transform_spec = st;
+    } else if (st.name == "powersgd") {
+      SHOAL_ASSIGN_OR_RETURN(transform, MakePowerSgd(st, layout));
+      transform_spec = st;
+    } else if (st.name == "topk") {
+      SHOAL_ASSIGN_OR_RETURN(selector, MakeTopK(st));
+    } else if (st.name == "randk") {
+      SHOAL_ASSIGN_OR_RETURN(selector, MakeRandK(st));
+    } else if (st.name == "fp16") {
+      SHOAL_ASSIGN_OR_RETURN(quantizer, MakeFp16(st));
+    } else if (st.name == "bf16") {
+      SHOAL_ASSIGN_OR_RETURN(quantizer, MakeBf16(st));
+    } else if (st.name == "int8") {
+      SHOAL_ASSIGN_OR_RETURN(quantizer, MakeInt8(st));
+    } else if (st.name == "qsgd") {
+      SHOAL_ASSIGN_OR_RETURN(quantizer, MakeQsgd(st));
+    } else if (st.name == "sign") {
+      SHOAL_ASSIGN_OR_RETURN(quantizer, MakeSign(st));
+    } else if (st.name == "zstd") {
+      zstd = true;
+      SHOAL_ASSIGN_OR_RETURN(int64_t level, st.Int("level", 3, 1, 19));
+      zstd_level = static_cast<int>(level);
+    }
+    if (st.name != "ef") wire_ids.push_back(static_cast<uint8_t>(FindDef(st.name)->id));
+  }
+  size_t offset = 0;
+  body_bound = 0;
+  for (const auto& ts : layout) {
+    for (int64_t d : ts.shape) {
+      if (d < 0) return Status::InvalidArgument("codec: tensor '" + ts.name + "' has a negative dimension");
+    }
+    Tensor t;
+    t.name = ts.name;
+    t.shape = ToShape2D(ts);
+    t.offset = offset;
+    t.size = static_cast<size_t>(ts.numel());
+    offset += t.size;
+    if (t.size > 0) {
+      t.coeffs = transform ? transform->NumCoefficients(t.shape) : t.size;
+      t.chunk = transform ? transform->ChunkSize(t.shape) : 0;
+      if (t.coeffs >= (size_t{1} << 32)) {
+        return Status::InvalidArgument("codec: tensor '" + ts.name + "' has too many coefficients for 32-bit indices");
+      }
+      t.count = selector ? selector->Count(t.coeffs, t.chunk) : t.coeffs;
+      if (t.count > t.coeffs) return Status::Internal("codec: selector count exceeds the coefficients of '" + ts.name + "'");
+      size_t b = 0;
+      if (selector) {
+        b += 10;
+        if (!selector->implicit_indices()) {
+          if (chunk_local(t.chunk)) {
+            const size_t nchunks = (t.coeffs + t.chunk - 1) / t.chunk;
+            b += nchunks * VarintLen(t.chunk) + t.count * (t.chunk <= 256 ? 1 : 2);
+          } else {
+            b += t.count * 5;
+          }
+        }
+      }
+      b += quantizer ? quantizer->MaxEncodedBytes(t.count) : 4 * t.count;
+      body_bound += b;
+    }
+    tensors.push_back(std::move(t));
+  }
+  total = offset;
+  residual.assign(ef ? total : 0, 0.0f);
+  return Status::Ok();
+}
+
+Status Codec::Impl::EncodeBody(std::span<const float> x, const RoundContext& ctx, ByteWriter* w) {
+  std::vector<float> coeffs, gathered;
+  std::vector<uint32_t> idx;
+  for (size_t ti = 0; ti < tensors.size(); ++ti) {
+    const Tensor& t = tensors[ti];
+    if (t.size == 0) continue;
+    std::span<const float> vals = x.subspan(t.offset, t.size);
+    if (transform) {
+      coeffs.assign(t.coeffs, 0.0f);
+      transform->Forward(ti, t.shape, vals, coeffs);
+      vals = coeffs;
+    }
+    if (selector) {
+      idx.clear();
+      selector->Select(vals, t.chunk, ctx, ti, &idx);
+      // A selector that breaks its contract is a bug: refuse rather than emit garbage.
+      if (idx.size() != t.count) return Status::Internal("codec: selector returned a wrong count for '" + t.name + "'");
+      for (size_t i = 0; i < idx.size(); ++i) {
+        if (idx[i] >= t.coeffs || (i > 0 && idx[i] <= idx[i - 1])) {
+          return Status::Internal("codec: selector returned unsorted or out-of-range indices for '" + t.name + "'");
+        }
+      }
+      w->PutVarint(idx.size());
+      if (!selector->implicit_indices()) {
+        if (chunk_local(t.chunk)) {
+          const size_t nchunks = (t.coeffs + t.chunk - 1) / t.chunk;
+          size_t p = 0;
+          for (size_t c = 0; c < nchunks; ++c) {
+            const size_t end = std::min(t.coeffs, (c + 1) * t.chunk);
+            size_t q = p;
+            while (q < idx.size() && idx[q] < end) ++q;
+            w->PutVarint(q - p);
+            for (; p < q; ++p) {
+              const uint32_t local = idx[p] - static_cast<uint32_t>(c * t.chunk);
+              if (t.chunk <= 256) {
+                w->PutU8(static_cast<uint8_t>(local));
+              } else {
+                w->PutU16(static_cast<uint16_t>(local));
+              }
+            }
+          }
+        } else {
+          uint64_t prev_plus1 = 0;
+          for (uint32_t i : idx) {
+            w->PutVarint(i - prev_plus1);
+            prev_plus1 = uint64_t{i} + 1;
+          }
+        }
+      }
+      gathered.resize(idx.size());
+      for (size_t i = 0; i < idx.size(); ++i) gathered[i] = vals[idx[i]];
+      vals = gathered;
+    }
+    if (quantizer) {
+      quantizer->Encode(vals, ctx, ti, w);
+    } else {
+      std::memcpy(w->Extend(vals.size() * 4), vals.data(), vals.size() * 4);
+    }
+  }
+  return Status::Ok();
+}
+
+Status Codec::Impl::DecodeIndices(ByteReader* r, const Tensor& t, std::vector<uint32_t>* idx) const {
+  idx->clear();
+  idx->reserve(t.count);
+  if (chunk_local(t.chunk)) {
+    const size_t nchunks = (t.coeffs + t.chunk - 1) / t.chunk;
+    const size_t width = t.chunk <= 256 ? 1 : 2;
+    for (size_t c = 0; c < nchunks; ++c) {
+      const size_t len = std::min(t.chunk, t.coeffs - c * t.chunk);
+      uint64_t k;
+      SHOAL_RETURN_IF_ERROR(r->ReadVarint(&k, "chunk index count"));
+      if (k > len || k > t.count - idx->size()) {
+        return Status::Corruption("codec payload: tensor '" + t.name + "' chunk " + std::to_string(c) + " claims " +
+                                  std::to_string(k) + " indices");
+      }
+      std::span<const uint8_t> b;
+      SHOAL_RETURN_IF_ERROR(r->ReadBytes(k * width, &b, "chunk-local indices"));
+      int64_t prev = -1;
+      for (size_t i = 0; i < k; ++i) {
+        uint32_t local = b[i * width];
+        if (width == 2) local |= static_cast<uint32_t>(b[i * width + 1]) << 8;
+        if (local >= len || static_cast<int64_t>(local) <= prev) {
+          return Status::Corruption("codec payload: tensor '" + t.name + "' has an out-of-range or unsorted index");
+        }
+        prev = local;
+        idx->push_back(static_cast<uint32_t>(c * t.chunk + local));
+      }
+    }
+    if (idx->size() != t.count) {
+      return Status::Corruption("codec payload: tensor '" + t.name + "' has " + std::to_string(idx->size()) +
+                                " indices, expected " + std::to_string(t.count));
+    }
+    return Status::Ok();
+  }
+  uint64_t next = 0;  // smallest index allowed next
+  for (size_t i = 0; i < t.count; ++i) {
+    uint64_t d;
+    SHOAL_RETURN_IF_ERROR(r->ReadVarint(&d, "index delta"));
+    if (d >= t.coeffs || next + d >= t.coeffs) {
+      return Status::Corruption("codec payload: tensor '" + t.name + "' has an index out of range");
+    }
+    idx->push_back(static_cast<uint32_t>(next + d));
+    next += d + 1;
+  }
+  return Status::Ok();
+}
+
+Status Codec::Impl::DecodeBody(std::span<const uint8_t> body, const RoundContext& ctx, std::span<float> out) const {
+  ByteReader r(body);
+  std::vector<float> coeffs, vals;
+  std::vector<uint32_t> idx;
+  for (size_t ti = 0; ti < tensors.size(); ++ti) {
+    const Tensor& t = tensors[ti];
+    if (t.size == 0) continue;
+    std::span<float> dst = out.subspan(t.offset, t.size);
+    std::span<float> target = dst;
+    if (transform) {
+      coeffs.assign(t.coeffs, 0.0f);
+      target = coeffs;
+    }
+    std::span<float> values = target;
+    if (selector) {
+      uint64_t count;
+      SHOAL_RETURN_IF_ERROR(r.ReadVarint(&count, "value count"));
+      if (count != t.count) {
+        return Status::Corruption("codec payload: tensor '" + t.name + "' carries " + std::to_string(count) +
+                                  " values, expected " + std::to_string(t.count));
+      }
+      if (selector->implicit_indices()) {
+        std::fill(target.begin(), target.end(), 0.0f);
+        idx.clear();
+        selector->Select(target, t.chunk, ctx, ti, &idx);
+        if (idx.size() != t.count) return Status::Internal("codec: implicit selector count mismatch");
+        for (size_t i = 0; i < idx.size(); ++i) {
+          if (idx[i] >= t.coeffs || (i > 0 && idx[i] <= idx[i - 1])) return Status::Internal("codec: implicit selector indices invalid");
+        }
+      } else {
+        SHOAL_RETURN_IF_ERROR(DecodeIndices(&r, t, &idx));
+      }
+      vals.resize(t.count);
+      values = vals;
+    }
+    if (quantizer) {
+      SHOAL_RETURN_IF_ERROR(quantizer->Decode(&r, values));
+    } else {
+      std::span<const uint8_t> b;
+      SHOAL_RETURN_IF_ERROR(r.ReadBytes(values.size() * 4, &b, "fp32 values"));
+      std::memcpy(values.data(), b.data(), b.size());
+      size_t bad = 0;
+      if (!AllFinite(values, &bad)) return Status::Corruption("codec payload: tensor '" + t.name + "' holds a non-finite value");
+    }
+    if (selector) {
+      if (!transform) std::fill(target.begin(), target.end(), 0.0f);
+      for (size_t i = 0; i < idx.size(); ++i) target[idx[i]] = vals[i];
+    }
+    if (transform) {
+      transform->Inverse(t.shape, coeffs, dst);
+      size_t bad = 0;
+      if (!AllFinite(dst, &bad)) {
+        return Status::Corruption("codec payload: tensor '" + t.name + "' decodes to a non-finite value");
+      }
+    }
+  }
+  if (!r.empty()) {
+    return Status::Corruption("codec payload: " + std::to_string(r.remaining()) + " trailing bytes after the last tensor");
+  }
+  return Status::Ok();
+}
+
+Codec::Codec(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Codec::~Codec() = default;
+
+StatusOr<std::unique_ptr<Codec>> Codec::Create(const std::string& spec, const std::vector<TensorSpec>& layout) {
+  auto impl = std::make_unique<Impl>();
+  SHOAL_ASSIGN_OR_RETURN(impl->stages, ParseSpec(spec));
+  for (const auto& st : impl->stages) impl->spec += (impl->spec.empty() ? "" : "|") + st.ToString();
+  if (impl->spec.empty()) impl->spec = "none";
+  impl->layout = layout;
+  Status s = impl->Build();
+  if (!s.ok()) return s.WithContext("codec spec '" + spec + "'");
+  return std::unique_ptr<Codec>(new Codec(std::move(impl)));
+}
+
+const std::string& Codec::spec() const { return impl_->spec; }
+bool Codec::is_dense() const { return impl_->dense(); }
+bool Codec::has_error_feedback() const { return impl_->ef; }
+std::span<const float> Codec::residual() const { return impl_->residual; }
+
+StatusOr<std::vector<uint8_t>> Codec::Encode(std::span<const float> update, const RoundContext& ctx) {
+  Impl& m = *impl_;
+  if (update.size() != m.total) {
+    return Status::InvalidArgument("codec: update has " + std::to_string(update.size()) + " values, the layout " +
+                                   std::to_string(m.total));
+  }
+  std::vector<float> xbuf;
+  std::span<const float> x = update;
+  if (m.ef && !m.dense()) {  // dense: decoding is exact, the residual stays zero
+    xbuf.resize(m.total);
+    for (size_t i = 0; i < m.total; ++i) xbuf[i] = update[i] + m.residual[i];
+    x = xbuf;
+  }
+  size_t bad = 0;
+  if (!AllFinite(x, &bad)) {
+    return Status::InvalidArgument("codec: update value " + std::to_string(bad) + " is not finite" +
+                                   (m.ef ? " (after adding the error-feedback residual)" : ""));
+  }
+  if (m.dense()) {
+    std::vector<uint8_t> raw(m.total * 4);
+    std::memcpy(raw.data(), x.data(), raw.size());
+    return raw;
+  }
+  ByteWriter w;
+  w.Reserve(std::min(m.body_bound, m.total + size_t{1024}) + 64);
+  w.PutU8(kFormatVersion);
+  w.PutU8(static_cast<uint8_t>(m.wire_ids.size()));
+  for (uint8_t id : m.wire_ids) w.PutU8(id);
+  w.PutVarint(m.total);
+  const size_t hdr = w.size();
+  SHOAL_RETURN_IF_ERROR(m.EncodeBody(x, ctx, &w));
+  const std::span<const uint8_t> body = std::span<const uint8_t>(w.bytes()).subspan(hdr);
+
+  if (m.ef) {
+    // The new residual is x minus exactly what a decoder will reconstruct.
+    std::vector<float> decoded(m.total);
+    Status s = m.DecodeBody(body, ctx, decoded);
+    if (!s.ok()) return Status::Internal("codec: own payload does not decode: " + s.message());
+    for (size_t i = 0; i < m.total; ++i) m.residual[i] = x[i] - decoded[i];
+  }
+  if (!m.zstd) return w.Release();
+
+  std::vector<uint8_t> payload(hdr + ZSTD_compressBound(body.size()));
+  std::memcpy(payload.data(), w.bytes().data(), hdr);
+  const size_t n = ZSTD_compress(payload.data() + hdr, payload.size() - hdr, body.data(), body.size(), m.zstd_level);
+  if (ZSTD_isError(n)) return Status::Internal(std::string("codec: zstd compression failed: ") + ZSTD_getErrorName(n));
+  payload.resize(hdr + n);
+  return payload;
+}
+
+Status Codec::Decode(std::span<const uint8_t> payload, const RoundContext& ctx, std::span<float> out) const {
+  const Impl& m = *impl_;
+  if (out.size() != m.total) {
+    return Status::InvalidArgument("codec: output has " + std::to_string(out.size()) + " values, the layout " +
+                                   std::to_string(m.total));
+  }
+  if (m.dense()) {
+    if (payload.size() != m.total * 4) {
+      return Status::Corruption("codec payload: dense payload has " + std::to_string(payload.size()) + " bytes, expected " +
+                                std::to_string(m.total * 4));
+    }
+    std::memcpy(out.data(), payload.data(), payload.size());
+    size_t bad = 0;
+    if (!AllFinite(out, &bad)) return Status::Corruption("codec payload: dense value " + std::to_string(bad) + " is not finite");
+    return Status::Ok();
+  }
+  ByteReader r(payload);
+  uint8_t version = 0, nstages = 0;
+  SHOAL_RETURN_IF_ERROR(r.ReadU8(&version, "format version"));
+  if (version != kFormatVersion) {
+    return Status::Corruption("codec payload: format version " + std::to_string(version) + ", this build reads " +
+                              std::to_string(kFormatVersion));
+  }
+  SHOAL_RETURN_IF_ERROR(r.ReadU8(&nstages, "stage count"));
+  std::span<const uint8_t> ids;
+  SHOAL_RETURN_IF_ERROR(r.ReadBytes(nstages, &ids, "stage ids"));
+  if (!std::equal(ids.begin(), ids.end(), m.wire_ids.begin(), m.wire_ids.end())) {
+    return Status::Corruption("codec payload: its stages differ from this codec's ('" + m.spec + "')");
+  }
+  uint64_t total;
+  SHOAL_RETURN_IF_ERROR(r.ReadVarint(&total, "layout size"));
+  if (total != m.total) {
+    return Status::Corruption("codec payload: encodes " + std::to_string(total) + " values, the layout has " +
+                              std::to_string(m.total));
+  }
+  std::span<const uint8_t> rest;
+  SHOAL_RETURN_IF_ERROR(r.ReadBytes(r.remaining(), &rest, "body"));
+  if (!m.zstd) return m.DecodeBody(rest, ctx, out);
+
+  // zstd: exactly one frame, its declared size known and within what the layout allows, and
+  // decompressed into a buffer of exactly that size.
+  const size_t frame = ZSTD_findFrameCompressedSize(rest.data(), rest.size());
+  if (ZSTD_isError(frame) || frame != rest.size()) {
+    return Status::Corruption("codec payload: not exactly one zstd frame");
+  }
+  const unsigned long long declared = ZSTD_getFrameContentSize(rest.data(), rest.size());
+  if (declared == ZSTD_CONTENTSIZE_UNKNOWN || declared == ZSTD_CONTENTSIZE_ERROR) {
+    return Status::Corruption("codec payload: zstd frame without a content size");
+  }
+  if (declared > m.body_bound) {
+    return Status::Corruption("codec payload: zstd frame declares " + std::to_string(declared) + " bytes, the layout allows at most " +
+                              std::to_string(m.body_bound));
+  }
+  std::vector<uint8_t> body(static_cast<size_t>(declared));
+  ZSTD_DCtx* dctx = ZSTD_createDCtx();
+  if (!dctx) return Status::Internal("codec: out of memory for a zstd context");
+  const size_t got = ZSTD_decompressDCtx(dctx, body.data(), body.size(), rest.data(), rest.size());
+  ZSTD_freeDCtx(dctx);
+  if (ZSTD_isError(got) || got != body.size()) {
+    return Status::Corruption(std::string("codec payload: zstd frame does not decompress: ") +
+                              (ZSTD_isError(got) ? ZSTD_getErrorName(got) : "size mismatch"));
+  }
+  return m.DecodeBody(body, ctx, out);
+}
+
+void Codec::Reset() {
+  Impl& m = *impl_;
+  std::fill(m.residual.begin(), m.residual.end(), 0.0f);
+  if (m.transform && m.transform_spec.name == "powersgd") {
+    auto t = MakePowerSgd(m.transform_spec, m.layout);
+    if (t.ok()) m.transform = std::move(t).value();
+  }
+}
+
+}  // namespace shoal::codec

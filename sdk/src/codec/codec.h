@@ -1,0 +1,161 @@
+// Update compression (DESIGN.md §2, §3, §6): a pipeline of stages declared by a spec string,
+//   ef | transform | select | quantize | zstd        (each slot optional, in this order)
+// e.g. "bf16", "int8", "qsgd:levels=16", "ef|topk:ratio=0.01|int8", "ef|sign",
+// "ef|powersgd:rank=4", "demo:chunk=64,topk=8,bits=1" (a preset: dct + per-chunk top-k + sign).
+// The Codec encodes a whole update (a flat arena in layout order) into one byte payload and
+// decodes it back. Decoding is hostile-input safe (every count, index and length is checked
+// before use; NaN/Inf scales are refused) and deterministic: the same payload decodes to the
+// same bits on every run and machine.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "shoal/arena.h"
+#include "shoal/status.h"
+
+namespace shoal::codec {
+
+// Stage ids are part of the wire format (they appear in payload headers): never renumber.
+enum class StageId : uint8_t {
+  kErrorFeedback = 1,
+  kDct = 2,
+  kPowerSgd = 3,
+  kTopK = 4,
+  kRandK = 5,
+  kFp16 = 6,
+  kBf16 = 7,
+  kInt8 = 8,
+  kQsgd = 9,
+  kSign = 10,
+  kZstd = 11,
+};
+
+// Randomness shared by the parties of one round. Everything a decoder needs beyond the
+// payload comes from here, so the aggregator and every client agree.
+struct RoundContext {
+  uint64_t round = 0;
+  uint64_t shared_seed = 0;  // same for every client of a round (random-k coordinates)
+  uint64_t private_seed = 0; // this encoder's own randomness (QSGD, stochastic rounding)
+};
+
+// How codecs see one tensor: a matrix rows x cols (a vector is 1 x n; higher-rank tensors are
+// viewed as shape[0] x product(rest)).
+struct Shape2D {
+  int64_t rows = 1;
+  int64_t cols = 1;
+  int64_t size() const { return rows * cols; }
+};
+Shape2D ToShape2D(const TensorSpec& spec);
+
+// One parsed stage: name and key=value parameters, in spec order.
+struct StageSpec {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> params;
+
+  // The value of `key`, or nullptr when absent.
+  const std::string* Find(std::string_view key) const;
+  // Typed lookups for stage factories: `def` when absent; InvalidArgument naming the stage,
+  // the key and the accepted range when malformed or outside [lo, hi].
+  StatusOr<int64_t> Int(std::string_view key, int64_t def, int64_t lo, int64_t hi) const;
+  StatusOr<double> Double(std::string_view key, double def, double lo, double hi) const;
+  // "name" or "name:k=v,k=v".
+  std::string ToString() const;
+};
+// Parses and validates a spec (grammar above): unknown stage, unknown or malformed parameter,
+// a stage in the wrong slot or twice are InvalidArgument errors that name the culprit.
+// "none" or "" is the empty pipeline (dense fp32).
+// The result is canonical: presets expanded ("demo:chunk=64,topk=8,bits=1" becomes
+// dct:chunk=64 | topk:k=8,approx=0 | sign), every parameter of a stage present (defaults filled
+// in) in a fixed order, numbers in shortest form. Joining the stages' ToString() with '|'
+// gives Codec::spec(), and parsing that again gives the same stages.
+StatusOr<std::vector<StageSpec>> ParseSpec(const std::string& spec);
+
+// Stage interfaces --------------------------------------------------------------------------
+// Transforms map a tensor to coefficients and back. Forward may keep per-tensor state
+// (PowerSGD's warm-started Q); Inverse must be a pure function of its inputs.
+class Transform {
+ public:
+  virtual ~Transform() = default;
+  virtual StageId id() const = 0;
+  // Number of coefficients Forward produces for a tensor of this shape.
+  virtual size_t NumCoefficients(Shape2D shape) const = 0;
+  // Coefficients are grouped in chunks of this many (per-chunk selection); 0 = no chunking.
+  virtual size_t ChunkSize(Shape2D shape) const { return 0; }
+  virtual void Forward(size_t tensor_index, Shape2D shape, std::span<const float> in, std::span<float> coeffs) = 0;
+  virtual void Inverse(Shape2D shape, std::span<const float> coeffs, std::span<float> out) const = 0;
+};
+
+// Selectors pick which coefficients travel. Indices come out sorted ascending.
+class Selector {
+ public:
+  virtual ~Selector() = default;
+  virtual StageId id() const = 0;
+  // True when the decoder can regenerate the indices itself (random-k from the shared seed),
+  // so they are not sent.
+  virtual bool implicit_indices() const { return false; }
+  // chunk > 0: select within each chunk of `chunk` values (the last may be shorter).
+  virtual void Select(std::span<const float> values, size_t chunk, const RoundContext& ctx, size_t tensor_index,
+                      std::vector<uint32_t>* indices) const = 0;
+  // How many indices Select returns for n values (decoders check counts against it).
+  virtual size_t Count(size_t n, size_t chunk) const = 0;
+};
+
+// Quantizers turn the travelling values into bytes and back.
+class ByteWriter;
+class ByteReader;
+class Quantizer {
+ public:
+  virtual ~Quantizer() = default;
+  virtual StageId id() const = 0;
+  virtual void Encode(std::span<const float> values, const RoundContext& ctx, size_t tensor_index,
+                      ByteWriter* out) const = 0;
+  // Reads exactly values.size() values; Corruption on truncated or invalid input (NaN scale).
+  // On success every decoded value is finite. Encode expects finite values (Codec::Encode
+  // refuses others); beyond a format's range it saturates.
+  virtual Status Decode(ByteReader* in, std::span<float> values) const = 0;
+  // The most bytes Encode writes for n values (bounds zstd frames and allocations on decode).
+  virtual size_t MaxEncodedBytes(size_t n) const = 0;
+};
+
+// The pipeline ------------------------------------------------------------------------------
+class Codec {
+ public:
+  // Builds the pipeline for `spec` over a model with `layout`.
+  static StatusOr<std::unique_ptr<Codec>> Create(const std::string& spec, const std::vector<TensorSpec>& layout);
+  ~Codec();
+
+  // The canonical spec (parameters with their defaults filled in).
+  const std::string& spec() const;
+  bool is_dense() const;            // the empty pipeline: payload = raw little-endian fp32
+  bool has_error_feedback() const;  // "ef" alone is dense: decoding is exact, the residual stays 0
+  // The error-feedback residual the next Encode adds (layout-sized; empty without ef).
+  std::span<const float> residual() const;
+
+  // Encodes one update (InvalidArgument on a size mismatch or a non-finite value). With error
+  // feedback, x = fl(update + residual) is encoded and the new residual is fl(x - d), where d
+  // is exactly what Decode returns for the payload. So d + new residual == x holds exactly
+  // whenever each d[i] is 0 or within a factor 2 of x[i] (Sterbenz): unselected coordinates,
+  // fp32 values, bf16, fp16 within +-65504, deterministic int8. Otherwise (sign, QSGD, stochastic int8) the
+  // error is at most half an ulp of the residual: |d + r' - x| <= 2^-24 |x - d| per value.
+  StatusOr<std::vector<uint8_t>> Encode(std::span<const float> update, const RoundContext& ctx);
+  // Decodes a payload into `out` (size = the layout's). Never reads outside `payload`.
+  Status Decode(std::span<const uint8_t> payload, const RoundContext& ctx, std::span<float> out) const;
+  // Drops error-feedback residuals and transform state (e.g. after a model resync).
+  void Reset();
+
+  class Impl;
+
+ private:
+  explicit Codec(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Stage names this build can decode (sent at Hello for negotiation).
+std::vector<std::string> SupportedStages();
+
+}  // namespace shoal::codec
