@@ -234,6 +234,11 @@ Status Service::Impl::Init() {
   task_.codec = o_.codec.empty() ? "none" : o_.codec;
   task_.codec_down = o_.codec_down.empty() ? task_.codec : o_.codec_down;
   SHOAL_RETURN_IF_ERROR(nn::ValidateOptimizerConfig(task_.optimizer));
+  // DeMo's client update is extracted momentum, which only the demo strategy (sign of the
+  // mean) turns into a model step; any other pairing would silently train wrong.
+  if ((task_.optimizer.name == "demo") != (strategy_->name() == "demo"))
+    return Status::InvalidArgument("--client-optimizer demo and --strategy demo go together (got optimizer '" +
+                                   task_.optimizer.name + "', strategy '" + strategy_->name() + "')");
   if (LayoutSize(task_.layout) * sizeof(float) > protocol::kMaxPayloadBytes)
     return Status::InvalidArgument("model is larger than the protocol's payload limit");
   global_ = ParameterArena(task_.layout);

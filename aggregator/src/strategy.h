@@ -34,7 +34,7 @@ struct ClientFailure {
 
 // Strategy settings from the command line / config file.
 struct StrategyOptions {
-  std::string name = "fedavg";   // "fedavg" | "fedprox"
+  std::string name = "fedavg";   // "fedavg" | "fedprox" | "demo"
   float learning_rate = 0.05f;   // client learning rate sent in each round's config
   uint32_t local_epochs = 1;
   uint32_t local_steps = 0;

@@ -47,6 +47,42 @@ TEST(Codec, LossyBothWaysKeepsReplicasIdentical) {
   for (auto& c : clients) EXPECT_EQ(c->Stderr().find("asking the aggregator for the full model"), std::string::npos);
 }
 
+// DeMo, DDP-like: one local step per round, clients keep their decoupled momentum and send
+// its DCT top-k extraction; the aggregator steps by the sign of the mean.
+TEST(Codec, DemoOptimizerTrainsWithOneStepRounds) {
+  const std::string dir = TempDir("demo");
+  const int port = FreePort();
+  auto args = AggregatorArgs(port, 60, 4, dir + "/run.jsonl");
+  SetFlag(args, "--model", "mlp:64");
+  SetFlag(args, "--client-optimizer", "demo");
+  SetFlag(args, "--strategy", "demo");
+  SetFlag(args, "--local-steps", "1");
+  SetFlag(args, "--lr", "0.03");
+  SetFlag(args, "--momentum", "0");
+  SetFlag(args, "--codec", "demo:chunk=64,topk=32,bits=32");
+  Process agg("shoal-aggregator", args, dir + "/agg", kOneThread);
+  std::vector<std::unique_ptr<Process>> clients;
+  for (int i = 0; i < 4; ++i)
+    clients.push_back(std::make_unique<Process>("shoal-client", ClientArgs(port, i, 4), dir + "/c" + std::to_string(i),
+                                                kOneThread));
+  ASSERT_EQ(agg.Wait(seconds(180)), 0) << agg.Stderr();
+  for (auto& c : clients) EXPECT_EQ(c->Wait(seconds(30)), 0) << c->Stderr();
+  auto lines = ReadJsonLines(dir + "/run.jsonl");
+  ASSERT_EQ(lines.size(), 60u);
+  EXPECT_GT(lines.back()["test_accuracy"].get<double>(), 0.8);
+  EXPECT_GT(lines.back()["test_accuracy"].get<double>(), lines[9]["test_accuracy"].get<double>() + 0.2);
+  // The extracted momentum is sparse in the DCT domain: far fewer bytes than the dense model.
+  EXPECT_LT(lines.back()["bytes_up"].get<uint64_t>() * 10, lines.back()["bytes_dense_equiv"].get<uint64_t>() / 2);
+}
+
+// DeMo's update only makes sense with the demo strategy: the pairing is checked at start.
+TEST(Codec, DemoOptimizerNeedsTheDemoStrategy) {
+  const std::string dir = TempDir("demo-bad");
+  Process agg("shoal-aggregator", {"--listen", Endpoint(FreePort()), "--client-optimizer", "demo"}, dir + "/agg");
+  EXPECT_EQ(agg.Wait(seconds(30)), 2);
+  EXPECT_NE(agg.Stderr().find("--strategy demo"), std::string::npos) << agg.Stderr();
+}
+
 // A bad --codec is refused at start with the parser's message.
 TEST(Codec, BadSpecIsAUsageError) {
   const std::string dir = TempDir("codec-bad");

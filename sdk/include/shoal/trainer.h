@@ -20,7 +20,7 @@ namespace shoal {
 
 // Local optimizer settings. Semantics follow torch.optim.SGD / torch.optim.AdamW.
 struct OptimizerConfig {
-  std::string name = "sgd";   // "sgd" | "adamw"
+  std::string name = "sgd";   // "sgd" | "adamw" | "demo"
   float learning_rate = 0.05f;
   float momentum = 0.0f;      // sgd only
   bool nesterov = false;      // sgd only; requires momentum > 0
@@ -28,6 +28,13 @@ struct OptimizerConfig {
   float beta1 = 0.9f;         // adamw only
   float beta2 = 0.999f;       // adamw only
   float eps = 1e-8f;          // adamw only
+  // DeMo (Peng et al. 2024, "Decoupled Momentum Optimization"), name "demo" only: the client
+  // keeps its momentum m across rounds, m = demo_decay * m + g each step, and extracts the
+  // demo_topk largest DCT-II coefficients of each chunk (side <= demo_chunk per dimension) of m
+  // as the update it sends; the rest stays in m. Requires the aggregator's "demo" strategy.
+  float demo_decay = 0.999f;  // demo only: momentum decay beta, in [0, 1]
+  uint32_t demo_chunk = 64;   // demo only: DCT chunk side, in [1, 1024]
+  uint32_t demo_topk = 32;    // demo only: DCT coefficients extracted per chunk, >= 1
   bool operator==(const OptimizerConfig&) const = default;
 };
 

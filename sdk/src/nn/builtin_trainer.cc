@@ -11,6 +11,7 @@
 #include "backend/backend.h"
 #include "core/rng.h"
 #include "shoal/data.h"
+#include "nn/demo_optimizer.h"
 #include "nn/evaluate.h"
 #include "nn/mlp.h"
 #include "nn/model_spec.h"
@@ -53,6 +54,7 @@ class BuiltinTrainer final : public Trainer {
   data::Dataset local_;  // this client's part of the training split
   std::unique_ptr<nn::Mlp> model_;
   std::unique_ptr<nn::Optimizer> optimizer_;
+  nn::DemoOptimizer* demo_ = nullptr;  // optimizer_ when the task's optimizer is "demo"
   DeviceArray<float> w_;         // local weights
   DeviceArray<float> w_global_;  // the round's starting point (FedProx anchor, delta base)
   DeviceArray<float> grads_;
@@ -89,15 +91,26 @@ Status BuiltinTrainer::Configure(const TaskConfig& task) {
                                    LayoutToString(model->Layout()) + "] but the task's layout is [" +
                                    LayoutToString(task.layout) + "]");
 
-  // 4. Optimizer (its state is reset every round in Train) and device buffers.
+  // 4. Optimizer (its state is reset every round in Train, except DeMo's momentum, which lives
+  // as long as the task) and device buffers.
   const size_t n = model->num_params();
-  SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<nn::Optimizer> optimizer,
-                         nn::MakeOptimizer(task.optimizer, n, backend_.get()));
+  std::unique_ptr<nn::Optimizer> optimizer;
+  nn::DemoOptimizer* demo = nullptr;
+  if (task.optimizer.name == "demo") {
+    // DeMo chunks each tensor for its DCT: it needs the layout, not just the size.
+    SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<nn::DemoOptimizer> d,
+                           nn::MakeDemoOptimizer(task.optimizer, model->Layout(), backend_.get()));
+    demo = d.get();
+    optimizer = std::move(d);
+  } else {
+    SHOAL_ASSIGN_OR_RETURN(optimizer, nn::MakeOptimizer(task.optimizer, n, backend_.get()));
+  }
 
   task_ = task;
   local_ = std::move(local);
   model_ = std::move(model);
   optimizer_ = std::move(optimizer);
+  demo_ = demo;
   w_ = DeviceArray<float>(backend_.get(), n);
   w_global_ = DeviceArray<float>(backend_.get(), n);
   grads_ = DeviceArray<float>(backend_.get(), n);
@@ -142,10 +155,15 @@ Status BuiltinTrainer::Train(std::span<const float> global, const RoundConfig& r
       num_local == 0 ? 0
                      : (round.local_steps > 0 ? round.local_steps : int64_t{round.local_epochs} * batches_per_epoch);
 
-  // Start from the global model; the optimizer starts fresh every round (the FL norm).
+  // Start from the global model; the optimizer starts fresh every round (the FL norm), except
+  // DeMo's momentum: its residual carries over to the next round by design.
   w_.Upload(global.data(), n);
   w_global_.Upload(global.data(), n);
-  optimizer_->Reset();
+  if (demo_ != nullptr) {
+    demo_->BeginRound();
+  } else {
+    optimizer_->Reset();
+  }
   optimizer_->set_learning_rate(lr);
 
   Rng rng = ShuffleRng(task_.seed, round.round, options_.partition_index);
@@ -202,10 +220,18 @@ Status BuiltinTrainer::Train(std::span<const float> global, const RoundConfig& r
   }
   if (total_steps == 0 && ctx.progress) ctx.progress(1.0f);
 
-  // delta = w_local - w_global, computed in place on the device.
-  backend_->Axpy(n, -1.0f, w_global_.get(), w_.get());
   out->delta.resize(n);
-  w_.Download(out->delta.data(), n);
+  if (demo_ != nullptr) {
+    // DeMo: the delta is NOT w_local - w_global but minus the momentum components extracted
+    // this round, -Q = -(q_1 + ... + q_steps) (exactly -q for one local step). The aggregator
+    // must run the "demo" strategy, which applies lr * sign(mean delta) to the global model.
+    const std::span<const float> q = demo_->extracted();
+    for (size_t i = 0; i < n; ++i) out->delta[i] = -q[i];
+  } else {
+    // delta = w_local - w_global, computed in place on the device.
+    backend_->Axpy(n, -1.0f, w_global_.get(), w_.get());
+    w_.Download(out->delta.data(), n);
+  }
   out->num_examples = examples;
   const double denom = examples > 0 ? static_cast<double>(examples) : 1.0;
   out->metrics = {{"train_loss", loss_sum / denom}, {"train_accuracy", static_cast<double>(correct) / denom}};

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "nn/adamw.h"
+#include "nn/demo_optimizer.h"
 #include "nn/sgd.h"
 
 namespace shoal::nn {
@@ -23,8 +24,8 @@ Status Bad(const OptimizerConfig& c, const std::string& why) {
 }  // namespace
 
 Status ValidateOptimizerConfig(const OptimizerConfig& c) {
-  if (c.name != "sgd" && c.name != "adamw")
-    return Status::InvalidArgument("unknown optimizer '" + c.name + "': expected sgd or adamw");
+  if (c.name != "sgd" && c.name != "adamw" && c.name != "demo")
+    return Status::InvalidArgument("unknown optimizer '" + c.name + "': expected sgd, adamw or demo");
   if (!std::isfinite(c.learning_rate) || c.learning_rate < 0.0f)
     return Bad(c, "learning rate must be finite and >= 0, got " + Num(c.learning_rate));
   if (!std::isfinite(c.weight_decay) || c.weight_decay < 0.0f)
@@ -33,6 +34,12 @@ Status ValidateOptimizerConfig(const OptimizerConfig& c) {
     if (!std::isfinite(c.momentum) || c.momentum < 0.0f)
       return Bad(c, "momentum must be finite and >= 0, got " + Num(c.momentum));
     if (c.nesterov && c.momentum == 0.0f) return Bad(c, "nesterov requires momentum > 0");
+  } else if (c.name == "demo") {
+    if (!(c.demo_decay >= 0.0f && c.demo_decay <= 1.0f))
+      return Bad(c, "demo_decay must be in [0, 1], got " + Num(c.demo_decay));
+    if (c.demo_chunk < 1 || c.demo_chunk > 1024)
+      return Bad(c, "demo_chunk must be in [1, 1024], got " + std::to_string(c.demo_chunk));
+    if (c.demo_topk < 1) return Bad(c, "demo_topk must be >= 1, got " + std::to_string(c.demo_topk));
   } else {
     if (!(c.beta1 >= 0.0f && c.beta1 < 1.0f)) return Bad(c, "beta1 must be in [0, 1), got " + Num(c.beta1));
     if (!(c.beta2 >= 0.0f && c.beta2 < 1.0f)) return Bad(c, "beta2 must be in [0, 1), got " + Num(c.beta2));
@@ -45,6 +52,11 @@ StatusOr<std::unique_ptr<Optimizer>> MakeOptimizer(const OptimizerConfig& config
   SHOAL_RETURN_IF_ERROR(ValidateOptimizerConfig(config));
   if (backend == nullptr) return Status::InvalidArgument("optimizer '" + config.name + "': no backend");
   if (config.name == "sgd") return std::unique_ptr<Optimizer>(std::make_unique<Sgd>(n, config, backend));
+  if (config.name == "demo") {  // without a layout: the arena as one vector (see MakeDemoOptimizer)
+    SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<DemoOptimizer> demo,
+                           MakeDemoOptimizer(config, {TensorSpec{"params", {static_cast<int64_t>(n)}}}, backend));
+    return std::unique_ptr<Optimizer>(std::move(demo));
+  }
   return std::unique_ptr<Optimizer>(std::make_unique<AdamW>(n, config, backend));
 }
 

@@ -183,7 +183,8 @@ Frame EncodeWelcome(const Header& h, const WelcomeInfo& w) {
   for (const auto& spec : t.layout) layout.push_back(wire::CreateTensorDescDirect(fbb, spec.name.c_str(), &spec.shape));
   const OptimizerConfig& o = t.optimizer;
   auto opt = wire::CreateOptimizerConfigDirect(fbb, o.name.c_str(), o.learning_rate, o.momentum, o.nesterov,
-                                               o.weight_decay, o.beta1, o.beta2, o.eps);
+                                               o.weight_decay, o.beta1, o.beta2, o.eps, o.demo_decay, o.demo_chunk,
+                                               o.demo_topk);
   auto task = wire::CreateTaskConfigDirect(fbb, t.model.c_str(), &layout, t.dataset.c_str(), opt, t.local_epochs,
                                            t.local_steps, t.batch_size, t.prox_mu, t.seed, t.test_fraction,
                                            t.codec.c_str(), t.codec_down.c_str());
@@ -289,8 +290,11 @@ StatusOr<TaskConfig> DecodeTask(const wire::TaskConfig* t) {
   out.optimizer.beta1 = o->beta1();
   out.optimizer.beta2 = o->beta2();
   out.optimizer.eps = o->eps();
+  out.optimizer.demo_decay = o->demo_decay();
+  out.optimizer.demo_chunk = o->demo_chunk();
+  out.optimizer.demo_topk = o->demo_topk();
   for (double v : {double(o->learning_rate()), double(o->momentum()), double(o->weight_decay()), double(o->beta1()),
-                   double(o->beta2()), double(o->eps()), double(t->prox_mu()), t->test_fraction()})
+                   double(o->beta2()), double(o->eps()), double(o->demo_decay()), double(t->prox_mu()), t->test_fraction()})
     if (!Finite(v)) return Status::Protocol("task has a non-finite number");
   out.local_epochs = t->local_epochs();
   out.local_steps = t->local_steps();

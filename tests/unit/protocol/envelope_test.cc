@@ -22,6 +22,11 @@ TaskConfig SampleTask() {
   t.prox_mu = 0.5f;
   t.seed = 99;
   t.test_fraction = 0.25;
+  t.codec = "ef|topk:ratio=0.01|int8";
+  t.codec_down = "int8";
+  t.optimizer.demo_decay = 0.99f;
+  t.optimizer.demo_chunk = 32;
+  t.optimizer.demo_topk = 4;
   return t;
 }
 
@@ -51,6 +56,8 @@ TEST(Envelope, WelcomeRoundTripsEveryField) {
   EXPECT_EQ(back->task.seed, 99u);
   EXPECT_DOUBLE_EQ(back->task.test_fraction, 0.25);
   EXPECT_EQ(back->chunk_bytes, 4096u);
+  // Everything the task carries survives the trip, including the codecs and DeMo settings.
+  EXPECT_TRUE(back->task == w.task);
 }
 
 TEST(Envelope, VerifierRejectsTruncatedFramesAtEveryLength) {
