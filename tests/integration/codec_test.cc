@@ -12,7 +12,7 @@ namespace shoal::testing {
 namespace {
 
 using std::chrono::seconds;
-const std::map<std::string, std::string> kOneThread = {{"OPENBLAS_NUM_THREADS", "1"}};
+const auto& kOneThread = OneThreadEnv();
 
 // 20 rounds with a lossy upload codec AND a lossy download codec, half the clients per round:
 // every client checks its replica's hash against the aggregator's at every task it gets, so
@@ -26,12 +26,9 @@ TEST(Codec, LossyBothWaysKeepsReplicasIdentical) {
   SetFlag(args, "--codec-down", "int8");
   SetFlag(args, "--fraction", "0.5");
   Process agg("shoal-aggregator", args, dir + "/agg", kOneThread);
-  std::vector<std::unique_ptr<Process>> clients;
-  for (int i = 0; i < 4; ++i)
-    clients.push_back(std::make_unique<Process>("shoal-client", ClientArgs(port, i, 4), dir + "/c" + std::to_string(i),
-                                                kOneThread));
+  auto clients = StartClients(port, 4, dir);
   ASSERT_EQ(agg.Wait(seconds(180)), 0) << agg.Stderr();
-  for (auto& c : clients) EXPECT_EQ(c->Wait(seconds(30)), 0) << c->Stderr();
+  ExpectAllExitZero(clients);
   auto lines = ReadJsonLines(dir + "/run.jsonl");
   ASSERT_EQ(lines.size(), 20u);
   uint64_t up = 0, dense_up = 0;
@@ -61,12 +58,9 @@ TEST(Codec, DemoOptimizerTrainsWithOneStepRounds) {
   SetFlag(args, "--momentum", "0");
   SetFlag(args, "--codec", "demo:chunk=64,topk=32,bits=32");
   Process agg("shoal-aggregator", args, dir + "/agg", kOneThread);
-  std::vector<std::unique_ptr<Process>> clients;
-  for (int i = 0; i < 4; ++i)
-    clients.push_back(std::make_unique<Process>("shoal-client", ClientArgs(port, i, 4), dir + "/c" + std::to_string(i),
-                                                kOneThread));
+  auto clients = StartClients(port, 4, dir);
   ASSERT_EQ(agg.Wait(seconds(180)), 0) << agg.Stderr();
-  for (auto& c : clients) EXPECT_EQ(c->Wait(seconds(30)), 0) << c->Stderr();
+  ExpectAllExitZero(clients);
   auto lines = ReadJsonLines(dir + "/run.jsonl");
   ASSERT_EQ(lines.size(), 60u);
   EXPECT_GT(lines.back()["test_accuracy"].get<double>(), 0.8);

@@ -12,23 +12,7 @@ namespace shoal::testing {
 namespace {
 
 using std::chrono::seconds;
-const std::map<std::string, std::string> kOneThread = {{"OPENBLAS_NUM_THREADS", "1"}};
-
-std::vector<std::unique_ptr<Process>> StartClients(int port, int count, const std::string& dir,
-                                                   std::vector<std::string> extra = {}) {
-  std::filesystem::create_directories(dir);
-  std::vector<std::unique_ptr<Process>> out;
-  for (int i = 0; i < count; ++i) {
-    auto args = ClientArgs(port, i, count);
-    args.insert(args.end(), extra.begin(), extra.end());
-    out.push_back(std::make_unique<Process>("shoal-client", args, dir + "/client" + std::to_string(i), kOneThread));
-  }
-  return out;
-}
-
-void ExpectAllExitZero(std::vector<std::unique_ptr<Process>>& ps) {
-  for (auto& p : ps) EXPECT_EQ(p->Wait(seconds(30)), 0) << p->Stderr();
-}
+const auto& kOneThread = OneThreadEnv();
 
 // (a) aggregator + 3 clients, 5 rounds: accuracy rises and the metrics follow DESIGN.md §6.
 TEST(Federated, ThreeClientsFiveRoundsAccuracyRises) {

@@ -126,6 +126,24 @@ std::vector<std::string> ClientArgs(int port, int index, int count) {
           "--connect-timeout", "20", "--reconnect-timeout", "30", "--device", "cpu"};
 }
 
+const std::map<std::string, std::string>& OneThreadEnv() {
+  static const std::map<std::string, std::string> env = {{"OPENBLAS_NUM_THREADS", "1"}};
+  return env;
+}
+
+std::vector<std::unique_ptr<Process>> StartClients(int port, int count, const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  std::vector<std::unique_ptr<Process>> out;
+  for (int i = 0; i < count; ++i)
+    out.push_back(std::make_unique<Process>("shoal-client", ClientArgs(port, i, count),
+                                            dir + "/client" + std::to_string(i), OneThreadEnv()));
+  return out;
+}
+
+void ExpectAllExitZero(std::vector<std::unique_ptr<Process>>& processes) {
+  for (auto& p : processes) EXPECT_EQ(p->Wait(std::chrono::seconds(30)), 0) << p->Stderr();
+}
+
 void SetFlag(std::vector<std::string>& args, const std::string& flag, const std::string& value) {
   for (size_t i = 0; i + 1 < args.size(); ++i)
     if (args[i] == flag) {

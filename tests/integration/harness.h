@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -61,6 +62,13 @@ std::vector<nlohmann::json> ReadJsonLines(const std::string& path);
 // Common flags for a quick aggregator on digits.
 std::vector<std::string> AggregatorArgs(int port, int rounds, int min_clients, const std::string& metrics);
 std::vector<std::string> ClientArgs(int port, int index, int count);
+// The environment every test process gets: one BLAS thread (2 cores, many processes).
+const std::map<std::string, std::string>& OneThreadEnv();
+// Starts `count` shoal-client processes for parts 0..count-1 of `count` (iid), logs under `dir`.
+std::vector<std::unique_ptr<Process>> StartClients(int port, int count, const std::string& dir);
+// Every process exits 0 within 30 s (the failure shows its stderr).
+void ExpectAllExitZero(std::vector<std::unique_ptr<Process>>& processes);
+
 // Sets `--flag value` in an argument list, replacing an earlier value of the same flag.
 void SetFlag(std::vector<std::string>& args, const std::string& flag, const std::string& value);
 

@@ -13,7 +13,7 @@ namespace shoal::testing {
 namespace {
 
 using std::chrono::seconds;
-const std::map<std::string, std::string> kOneThread = {{"OPENBLAS_NUM_THREADS", "1"}};
+const auto& kOneThread = OneThreadEnv();
 
 // (c) 10,000 garbage, truncated, wrong-version and out-of-protocol frames, then a normal
 // round completes and the metrics count every rejected frame.
@@ -101,11 +101,9 @@ TEST(Robustness, GarbageFramesAreRejectedAndCounted) {
   EXPECT_GE(version_errors, sent_version * 95 / 100);
 
   // Now honest clients train as usual.
-  std::vector<std::unique_ptr<Process>> clients;
-  for (int i = 0; i < 2; ++i)
-    clients.push_back(std::make_unique<Process>("shoal-client", ClientArgs(port, i, 2), dir + "/c" + std::to_string(i), kOneThread));
+  auto clients = StartClients(port, 2, dir);
   ASSERT_EQ(agg.Wait(seconds(120)), 0) << agg.Stderr();
-  for (auto& c : clients) EXPECT_EQ(c->Wait(seconds(30)), 0);
+  ExpectAllExitZero(clients);
   auto lines = ReadJsonLines(dir + "/run.jsonl");
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(lines[0]["clients_reported"], 2);

@@ -2,6 +2,8 @@
 // deltas (-Q, the extracted DeMo momentum), then lr * server_lr * sign(mean), sign(0) = 0.
 // And DeMo end to end: two built-in trainers with the "demo" optimizer and this strategy.
 #include <gtest/gtest.h>
+
+#include "blobs_csv.h"
 #include <stdlib.h>
 
 #include <cmath>
@@ -104,14 +106,8 @@ class DemoEndToEnd : public ::testing::Test {
     ASSERT_NE(::mkdtemp(pattern), nullptr);
     dir_ = pattern;
     csv_ = dir_ + "/blobs.csv";
-    std::ofstream out(csv_);
-    out << "f0,f1,f2,f3,label\n";
-    Rng rng(77);
-    for (int i = 0; i < kRows; ++i) {
-      const int label = i % kClasses;
-      for (int j = 0; j < kDim; ++j) out << ((j % kClasses == label ? 2.0 : -1.0) + 0.6 * rng.Normal()) << ",";
-      out << label << "\n";
-    }
+    // Three well-separated Gaussian blobs, label in the last column, with a header line.
+    testing::WriteBlobsCsv(csv_, kRows, kDim, kClasses, 77);
   }
   void TearDown() override {
     std::error_code ec;

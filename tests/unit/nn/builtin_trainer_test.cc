@@ -1,6 +1,8 @@
 // The built-in trainer end to end: on a CSV file the test writes (always) and on sklearn's
 // digits (when scripts/setup has fetched them into the data directory).
 #include <gtest/gtest.h>
+
+#include "blobs_csv.h"
 #include <stdlib.h>
 
 #include <atomic>
@@ -45,14 +47,7 @@ class BuiltinTrainerTest : public ::testing::Test {
     dir_ = pattern;
     csv_ = dir_ + "/blobs.csv";
     // Three well-separated Gaussian blobs, label in the last column, with a header line.
-    std::ofstream out(csv_);
-    out << "f0,f1,f2,f3,label\n";
-    Rng rng(99);
-    for (int i = 0; i < kRows; ++i) {
-      const int label = i % kClasses;
-      for (int j = 0; j < kDim; ++j) out << ((j % kClasses == label ? 2.0 : -1.0) + 0.6 * rng.Normal()) << ",";
-      out << label << "\n";
-    }
+    testing::WriteBlobsCsv(csv_, kRows, kDim, kClasses, 99);
   }
   void TearDown() override {
     std::error_code ec;
