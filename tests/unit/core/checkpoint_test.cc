@@ -71,9 +71,10 @@ void ExpectSame(const Checkpoint& a, const Checkpoint& b) {
   EXPECT_TRUE(a.params.SameLayout(b.params)) << LayoutToString(a.params.Layout()) << " vs "
                                              << LayoutToString(b.params.Layout());
   ASSERT_EQ(a.params.size(), b.params.size());
-  if (a.params.size() > 0)  // memcmp on an empty arena's null data() is undefined
+  if (a.params.size() > 0) {  // memcmp on an empty arena's null data() is undefined
     EXPECT_EQ(std::memcmp(a.params.data(), b.params.data(), a.params.size() * sizeof(float)), 0)
         << "parameters differ in some bit";
+  }
   EXPECT_EQ(a.sections, b.sections);
 }
 
