@@ -33,12 +33,34 @@ int FreePort() {
 
 std::string Endpoint(int port) { return "tcp://127.0.0.1:" + std::to_string(port); }
 
+namespace {
+
+std::vector<std::string>& CreatedDirs() {
+  static std::vector<std::string> dirs;
+  return dirs;
+}
+
+class RemoveDirsOnSuccess : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    if (::testing::UnitTest::GetInstance()->Failed()) return;
+    std::error_code ec;
+    for (const auto& d : CreatedDirs()) std::filesystem::remove_all(d, ec);
+  }
+};
+
+[[maybe_unused]] ::testing::Environment* const kRemoveDirs =
+    ::testing::AddGlobalTestEnvironment(new RemoveDirsOnSuccess);
+
+}  // namespace
+
 std::string TempDir(const std::string& name) {
   const char* base = std::getenv("TEST_TMPDIR");
   std::filesystem::path p = std::filesystem::path(base ? base : "/tmp") /
                             ("shoal-it-" + std::to_string(::getpid()) + "-" + name);
   std::filesystem::remove_all(p);
   std::filesystem::create_directories(p);
+  CreatedDirs().push_back(p.string());
   return p.string();
 }
 

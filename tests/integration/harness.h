@@ -17,7 +17,8 @@ std::string BinDir();
 // A TCP port on 127.0.0.1 that was free a moment ago.
 int FreePort();
 std::string Endpoint(int port);
-// A fresh directory under the test temp dir.
+// A fresh directory under the test temp dir. All of them are removed when the test binary
+// ends with every test passed, and kept (with the processes' logs) when one failed.
 std::string TempDir(const std::string& name);
 
 // A child process with stdout and stderr sent to files (<log_prefix>.out / .err).

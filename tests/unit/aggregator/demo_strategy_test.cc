@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "blobs_csv.h"
+#include "temp_dir.h"
 #include <stdlib.h>
 
 #include <cmath>
@@ -102,19 +103,13 @@ class DemoEndToEnd : public ::testing::Test {
   static constexpr int kClasses = 3;
 
   void SetUp() override {
-    char pattern[] = "/tmp/shoal_demo_test_XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern), nullptr);
-    dir_ = pattern;
     csv_ = dir_ + "/blobs.csv";
     // Three well-separated Gaussian blobs, label in the last column, with a header line.
     testing::WriteBlobsCsv(csv_, kRows, kDim, kClasses, 77);
   }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
-  std::string dir_, csv_;
+  testing::TempDir tmp_;  // removed with everything in it after the test
+  std::string dir_ = tmp_.path();
+  std::string csv_;
 };
 
 TEST_F(DemoEndToEnd, TwoClientsWithOneLocalStepReduceTheLoss) {

@@ -1,6 +1,8 @@
 #include "crypto/keys.h"
 
 #include <gtest/gtest.h>
+
+#include "temp_dir.h"
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -36,13 +38,7 @@ void WritePrivate(const std::string& path, const std::string& content) {
 
 class KeysTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "shoal_keys_test.XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    dir_ = tmpl;
-    prefix_ = dir_ + "/node";
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  void SetUp() override { prefix_ = dir_ + "/node"; }
 
   // A valid secret file's text for a fresh key pair, with one field's line replaced by `line`
   // (or removed, when `line` is empty).
@@ -64,7 +60,9 @@ class KeysTest : public ::testing::Test {
     return text;
   }
 
-  std::string dir_, prefix_;
+  testing::TempDir tmp_;  // removed with everything in it after the test
+  std::string dir_ = tmp_.path();
+  std::string prefix_;
 };
 
 TEST_F(KeysTest, GenerateGivesConsistentDistinctKeys) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "blobs_csv.h"
+#include "temp_dir.h"
 #include <stdlib.h>
 
 #include <atomic>
@@ -42,16 +43,9 @@ class BuiltinTrainerTest : public ::testing::Test {
   static constexpr int kClasses = 3;
 
   void SetUp() override {
-    char pattern[] = "/tmp/shoal_nn_test_XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern), nullptr);
-    dir_ = pattern;
     csv_ = dir_ + "/blobs.csv";
     // Three well-separated Gaussian blobs, label in the last column, with a header line.
     testing::WriteBlobsCsv(csv_, kRows, kDim, kClasses, 99);
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
   }
 
   BuiltinTrainerOptions Options(uint32_t index = 0, uint32_t count = 2) const {
@@ -103,7 +97,8 @@ class BuiltinTrainerTest : public ::testing::Test {
     return data::Subset(split->train, (*parts)[index]);
   }
 
-  std::string dir_;
+  testing::TempDir tmp_;  // removed with everything in it after the test
+  std::string dir_ = tmp_.path();
   std::string csv_;
 };
 
