@@ -192,7 +192,6 @@ class Service::Impl {
   std::ofstream metrics_;
   uint64_t frames_rejected_ = 0;
   std::map<std::string, uint64_t> rejected_by_code_;
-  uint64_t clients_dropped_total_ = 0;
   uint64_t resyncs_ = 0;  // this round
 };
 
@@ -558,7 +557,6 @@ void Service::Impl::DropClient(uint32_t id, const std::string& reason) {
   by_peer_.erase(it->second.peer);
   clients_.erase(it);
   outbox_.erase(id);
-  ++clients_dropped_total_;
 }
 
 void Service::Impl::ExpireClients() {
