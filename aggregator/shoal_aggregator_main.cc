@@ -47,7 +47,10 @@ int main(int argc, char** argv) {
       ("chunk-size", po::value(&chunk_size)->default_value("16M"), "payload chunk size on the wire (bytes, or with K/M/G)")
       ("max-clients", po::value(&o.max_clients)->default_value(o.max_clients), "registration cap")
       ("max-update-norm", po::value(&o.max_update_norm)->default_value(o.max_update_norm), "reject client updates with a larger L2 norm (0 = no bound)")
-      ("insecure", po::bool_switch(&o.insecure), "allow a non-loopback --listen without transport security (experiments only)")
+      ("secret-key", po::value(&o.secret_key), "this aggregator's key file (PREFIX.key from shoal-keygen): CurveZMQ encryption and authentication")
+      ("allow-keys", po::value(&o.allow_keys), "client public keys to admit: a file (one Z85 key per line) or a directory of .pub files; re-read on SIGHUP")
+      ("insecure", po::bool_switch(&o.insecure), "serve a non-loopback --listen without encryption or authentication (experiments only)")
+      ("recv-hwm", po::value(&o.recv_hwm)->default_value(o.recv_hwm), "frames queued per client connection before ZeroMQ stops reading it (bounds memory)")
       ("metrics-out", po::value(&o.metrics_out), "append one JSON object per round to FILE")
       ("checkpoint-dir", po::value(&o.checkpoint_dir), "checkpoint every completed round into DIR")
       ("resume", po::bool_switch(&o.resume), "continue from --checkpoint-dir's last completed round")
@@ -99,12 +102,13 @@ int main(int argc, char** argv) {
   o.optimizer.name = optimizer;
 
   const auto& stop = shoal::cli::InstallStopSignals();
+  auto& reload = shoal::cli::InstallReloadSignal();
   auto service = shoal::aggregator::Service::Create(o);
   if (!service.ok()) {
     const bool usage = service.status().code() == shoal::StatusCode::kInvalidArgument;
     return shoal::cli::Fail(kProgram, service.status().message(), usage ? 2 : 1);
   }
-  shoal::Status st = (*service)->Run(stop);
+  shoal::Status st = (*service)->Run(stop, &reload);
   if (!st.ok()) return shoal::cli::Fail(kProgram, st.message());
   return 0;
 }

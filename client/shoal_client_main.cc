@@ -97,6 +97,9 @@ int main(int argc, char** argv) {
       ("version", "print the version and exit")
       ("config", po::value(&config_file), "read options from FILE (key = value lines)")
       ("connect", po::value(&co.connect)->default_value(co.connect), "aggregator endpoint")
+      ("secret-key", po::value(&co.secret_key_file), "this client's key file (PREFIX.key from shoal-keygen): CurveZMQ encryption and authentication")
+      ("server-key", po::value(&co.server_key), "the aggregator's public key: 40 Z85 characters or its .pub file (pins the aggregator)")
+      ("insecure", po::bool_switch(&co.insecure), "connect to a non-loopback aggregator without encryption or authentication")
       ("name", po::value(&co.name), "stable client name (default: HOST-partI-of-N)")
       ("dataset", po::value(&to.dataset)->default_value(to.dataset), "digits, csv:PATH or idx:IMAGES,LABELS")
       ("data-dir", po::value(&to.data_dir), "dataset cache (default $SHOAL_DATA_DIR or ~/.cache/shoal)")
@@ -153,5 +156,5 @@ int main(int argc, char** argv) {
     spdlog::info("trained {} rounds; sent {}, received {}", s.rounds_trained, Human(s.bytes_sent), Human(s.bytes_received));
     return 0;
   }
-  return shoal::cli::Fail(kProgram, st.message());
+  return shoal::cli::Fail(kProgram, st.message(), st.code() == shoal::StatusCode::kInvalidArgument ? 2 : 1);
 }

@@ -23,8 +23,10 @@
 #include "shoal/data.h"
 #include "nn/model.h"
 #include "nn/optimizer.h"
+#include "crypto/keys.h"
 #include "protocol/envelope.h"
 #include "transport/channel.h"
+#include "transport/zap.h"
 
 namespace shoal::aggregator {
 
@@ -40,13 +42,6 @@ constexpr size_t kMaxClientName = 64;
 
 int64_t MillisSince(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
-}
-
-// Loopback and in-process endpoints: reachable from this machine only.
-bool IsLocalEndpoint(const std::string& ep) {
-  for (const char* prefix : {"inproc://", "ipc://", "tcp://127.", "tcp://localhost:", "tcp://[::1]:"})
-    if (ep.rfind(prefix, 0) == 0) return true;
-  return false;
 }
 
 // After a restart, metrics lines of rounds past the checkpoint (written just before a crash)
@@ -86,13 +81,14 @@ class Service::Impl {
   explicit Impl(const AggregatorOptions& o) : o_(o) {}
 
   Status Init();
-  Status Run(const std::atomic<bool>& stop);
+  Status Run(const std::atomic<bool>& stop, std::atomic<bool>* reload);
   std::string endpoint() const { return server_->endpoint(); }
 
  private:
   struct ClientState {
     uint32_t id = 0;
     std::string peer;
+    std::string identity;  // CURVE public key (Z85) the connection authenticated with; empty when insecure
     std::string name;
     uint64_t num_examples = 0;
     uint64_t last_sequence = 0;
@@ -123,9 +119,14 @@ class Service::Impl {
     double decode_seconds = 0.0;  // time spent decoding this round's updates
   };
 
+  // Transport security.
+  Status InitSecurity(transport::SocketOptions& so);
+  void ReloadAllowList();
+  bool KeyAllowed(const std::string& identity) const { return !allow_list_ || allow_list_->Contains(identity); }
+
   // Frame handling.
   void Handle(transport::ServerChannel::Inbound& in);
-  void HandleHello(const std::string& peer, const wire::Envelope* env);
+  void HandleHello(const transport::ServerChannel::Inbound& in, const wire::Envelope* env);
   protocol::WelcomeInfo MakeWelcome(uint32_t id) const;
   void HandleUpdate(ClientState& c, const wire::Envelope* env);
   void HandleResync(ClientState& c, const wire::Envelope* env);
@@ -162,6 +163,11 @@ class Service::Impl {
 
   AggregatorOptions o_;
   zmq::context_t ctx_{1};
+  // Declared after ctx_ and before server_: the ZAP handler starts before the socket binds
+  // and stops after it closes.
+  std::unique_ptr<transport::ZapHandler> zap_;
+  std::shared_ptr<const crypto::AllowList> allow_list_;  // null when insecure
+  std::map<std::string, std::string> name_keys_;         // client name -> the key that first used it (this session)
   std::unique_ptr<transport::ServerChannel> server_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Strategy> strategy_;
@@ -292,22 +298,79 @@ Status Service::Impl::Init() {
     if (!metrics_) return Status::IoError("cannot open --metrics-out " + o_.metrics_out + " for writing");
   }
 
-  // Secure by default: until transport security (CurveZMQ) is part of Shoal, only local
-  // listeners run without an explicit --insecure.
-  if (!IsLocalEndpoint(o_.listen) && !o_.insecure)
-    return Status::FailedPrecondition("--listen " + o_.listen +
-                                      " accepts connections from other machines, but this version of Shoal has no "
-                                      "transport security yet; listen on 127.0.0.1, or pass --insecure to serve "
-                                      "unencrypted anyway");
   // Transport last, so a failure above never leaves a bound port behind.
   max_frame_bytes_ = protocol::MaxFrameBytes(o_.chunk_bytes);
   transport::SocketOptions so;
   so.max_frame_bytes = static_cast<int64_t>(max_frame_bytes_);
+  so.recv_hwm = static_cast<int>(o_.recv_hwm);
+  SHOAL_RETURN_IF_ERROR(InitSecurity(so));
   SHOAL_ASSIGN_OR_RETURN(server_, transport::ServerChannel::Bind(ctx_, o_.listen, so));
   session_ = crypto::RandomU64() | 1;  // never 0, which Hello uses
   spdlog::info("listening on {} (model {}: {} parameters, dataset {}: {} held-out examples, strategy {})",
                server_->endpoint(), task_.model, global_.size(), o_.dataset, test_.n, strategy_->name());
   return Status::Ok();
+}
+
+// Secure by default: a listener other machines can reach needs a key pair and an allow-list,
+// unless the operator explicitly says --insecure.
+Status Service::Impl::InitSecurity(transport::SocketOptions& so) {
+  if (o_.recv_hwm == 0) return Status::InvalidArgument("--recv-hwm must be at least 1");
+  if (o_.secret_key.empty() != o_.allow_keys.empty())
+    return Status::InvalidArgument(o_.secret_key.empty()
+                                       ? "--allow-keys needs --secret-key (this aggregator's key file from shoal-keygen)"
+                                       : "--secret-key needs --allow-keys (the public keys of the clients to admit)");
+  if (o_.secret_key.empty()) {
+    if (!transport::IsLoopbackEndpoint(o_.listen) && !o_.insecure)
+      return Status::FailedPrecondition(
+          "--listen " + o_.listen +
+          " accepts connections from other machines: give --secret-key and --allow-keys (make keys with "
+          "shoal-keygen), or pass --insecure to serve unencrypted and unauthenticated");
+    if (o_.insecure)
+      spdlog::warn("INSECURE: {} serves without encryption or authentication (--insecure)", o_.listen);
+    else
+      spdlog::info("no --secret-key: serving {} without encryption (loopback only)", o_.listen);
+    return Status::Ok();
+  }
+  if (o_.insecure) return Status::InvalidArgument("--insecure contradicts --secret-key; give one or the other");
+  SHOAL_ASSIGN_OR_RETURN(crypto::KeyPair keys, crypto::ReadSecretKeyFile(o_.secret_key));
+  SHOAL_ASSIGN_OR_RETURN(crypto::AllowList list, crypto::AllowList::Load(o_.allow_keys));
+  if (list.size() == 0)
+    return Status::FailedPrecondition("--allow-keys " + o_.allow_keys + " holds no keys, so no client could join");
+  allow_list_ = std::make_shared<const crypto::AllowList>(std::move(list));
+  SHOAL_ASSIGN_OR_RETURN(zap_, transport::ZapHandler::Start(ctx_, allow_list_));
+  so.curve = std::make_shared<const crypto::KeyPair>(std::move(keys));
+  spdlog::info("CURVE security on: server key {}, {} client keys allowed from {}", crypto::Z85Key(so.curve->curve_public),
+               allow_list_->size(), o_.allow_keys);
+  return Status::Ok();
+}
+
+void Service::Impl::ReloadAllowList() {
+  if (!zap_) {
+    spdlog::warn("SIGHUP: no --allow-keys to reload (transport security is off)");
+    return;
+  }
+  auto list = crypto::AllowList::Load(o_.allow_keys);
+  if (!list.ok()) {
+    spdlog::error("SIGHUP: keeping the current allow-list ({} keys): {}", allow_list_->size(), list.status().message());
+    return;
+  }
+  if (list->size() == 0) spdlog::warn("SIGHUP: the new allow-list is empty: no client can connect");
+  allow_list_ = std::make_shared<const crypto::AllowList>(std::move(*list));
+  zap_->Replace(allow_list_);
+  // Connections that authenticated with a key that is gone are cut off now, not at their
+  // next handshake.
+  std::vector<uint32_t> revoked;
+  for (const auto& [id, c] : clients_)
+    if (!KeyAllowed(c.identity)) revoked.push_back(id);
+  for (uint32_t id : revoked) {
+    const ClientState& c = clients_.at(id);
+    spdlog::warn("client {} ({}): key {} was removed from the allow-list; dropped", id, c.name, c.identity);
+    SendDirect(c.peer, protocol::EncodeError(Header(round_.number), ErrorCode::Refused,
+                                             "this client's key was removed from the aggregator's allow-list"));
+    DropClient(id, "key revoked");
+  }
+  spdlog::info("SIGHUP: allow-list reloaded from {}: {} keys, {} live clients revoked", o_.allow_keys,
+               allow_list_->size(), revoked.size());
 }
 
 void Service::Impl::SendDirect(const std::string& peer, Frame frame) {
@@ -365,7 +428,16 @@ void Service::Impl::Handle(transport::ServerChannel::Inbound& in) {
   if (!v.ok()) return Reject(in.peer, v.error, v.reason);
   const wire::Envelope* env = v.envelope;
 
-  if (env->message_type() == wire::Message::Hello) return HandleHello(in.peer, env);
+  // The connection's authenticated key must still be allowed (a SIGHUP may have removed it
+  // after the handshake), and a registered connection must keep the key it registered with.
+  if (!KeyAllowed(in.user_id)) {
+    if (auto it = by_peer_.find(in.peer); it != by_peer_.end()) DropClient(it->second, "key revoked");
+    return Reject(in.peer, ErrorCode::Refused, "this client's key is not on the aggregator's allow-list");
+  }
+  if (auto it = by_peer_.find(in.peer); it != by_peer_.end() && clients_.at(it->second).identity != in.user_id)
+    return Reject(in.peer, ErrorCode::BadSender, "this connection's key is not the one its client registered with");
+
+  if (env->message_type() == wire::Message::Hello) return HandleHello(in, env);
 
   // Everything else belongs to a registered client of this session.
   if (env->session() != session_)
@@ -411,7 +483,8 @@ protocol::WelcomeInfo Service::Impl::MakeWelcome(uint32_t id) const {
   return w;
 }
 
-void Service::Impl::HandleHello(const std::string& peer, const wire::Envelope* env) {
+void Service::Impl::HandleHello(const transport::ServerChannel::Inbound& in, const wire::Envelope* env) {
+  const std::string& peer = in.peer;
   const wire::Hello* h = env->message_as_Hello();
   const std::string name = h->client_name() ? h->client_name()->str() : "";
   if (!PrintableName(name))
@@ -428,11 +501,20 @@ void Service::Impl::HandleHello(const std::string& peer, const wire::Envelope* e
     }
     DropClient(it->second, "re-registered under another name");
   }
-  // A known name on a new connection is a restarted client, unless the holder is alive: then
-  // two clients share a name, and the newcomer must wait (it retries) or pick another --name.
+  // With CURVE a name belongs, for this session, to the key that first used it (while that key
+  // stays allowed): a listed client cannot take over another's name, and with it its place in
+  // the canonical order and its metrics.
+  // (A revoked owner frees the name.)
+  if (auto owner = name_keys_.find(name);
+      allow_list_ && owner != name_keys_.end() && owner->second != in.user_id && KeyAllowed(owner->second))
+    return Reject(peer, ErrorCode::Refused, "client name '" + name + "' belongs to another key; use --name to pick another");
+  // A known name on a new connection is a restarted client. The same key proves it; without
+  // keys, a holder heard from recently means two clients share a name, and the newcomer must
+  // wait (it retries) or pick another --name.
   for (auto& [id, c] : clients_)
     if (c.name == name) {
-      if (MillisSince(c.last_seen) <= 2 * static_cast<int64_t>(o_.heartbeat_interval_ms))
+      const bool same_key = allow_list_ && c.identity == in.user_id;
+      if (!same_key && MillisSince(c.last_seen) <= 2 * static_cast<int64_t>(o_.heartbeat_interval_ms))
         return Reject(peer, ErrorCode::Duplicate,
                       "client name '" + name + "' is in use by a live client; retrying (use --name to pick another)");
       DropClient(id, "reconnected");
@@ -455,13 +537,15 @@ void Service::Impl::HandleHello(const std::string& peer, const wire::Envelope* e
   ClientState c;
   c.id = next_client_id_++;
   c.peer = peer;
+  c.identity = in.user_id;
   c.name = name;
   c.num_examples = h->num_examples();
   c.last_sequence = env->sequence();
   c.last_seen = Clock::now();
-  spdlog::info("client {} registered as id {} ({} examples, trainer {})", name, c.id, c.num_examples,
-               h->trainer() ? h->trainer()->str() : "?");
+  spdlog::info("client {} registered as id {} ({} examples, trainer {}{})", name, c.id, c.num_examples,
+               h->trainer() ? h->trainer()->str() : "?", c.identity.empty() ? "" : ", key " + c.identity);
   const uint32_t id = c.id;
+  if (allow_list_) name_keys_[name] = c.identity;
   by_peer_[peer] = id;
   clients_[id] = std::move(c);
   Enqueue(id, protocol::EncodeWelcome(Header(0), MakeWelcome(id)));
@@ -606,7 +690,7 @@ bool Service::Impl::MaybeStartRound() {
   resyncs_ = 0;
   for (uint32_t id : round_.selected) SendTask(clients_.at(id), false);
   spdlog::info("round {} started: {} of {} clients selected", number, round_.selected.size(), n);
-  if (!IsLocalEndpoint(o_.listen))
+  if (o_.insecure)
     spdlog::warn("INSECURE: --insecure serves {} unencrypted and unauthenticated; anyone who can reach it can read "
                  "and poison updates", o_.listen);
   return true;
@@ -734,6 +818,11 @@ Status Service::Impl::CloseRound() {
       {"decode_seconds", round_.decode_seconds},
       {"frames_rejected", frames_rejected_},
       {"rejected_by_code", rejected_by_code_},
+      {"secure", server_->secure()},
+      {"connections", server_->handshakes().connections},
+      {"handshakes_failed", server_->handshakes().failed()},
+      {"handshakes_refused", server_->handshakes().failed_auth},
+      {"allow_list_keys", allow_list_ ? allow_list_->size() : 0},
   };
   SHOAL_RETURN_IF_ERROR(WriteMetrics(line));
   SHOAL_RETURN_IF_ERROR(SaveCheckpoint());
@@ -787,13 +876,14 @@ void Service::Impl::SendByeToAll(const std::string& reason) {
   if (!clients_.empty()) spdlog::warn("{} clients did not confirm the Bye", clients_.size());
 }
 
-Status Service::Impl::Run(const std::atomic<bool>& stop) {
+Status Service::Impl::Run(const std::atomic<bool>& stop, std::atomic<bool>* reload) {
   round_.number = last_completed_;
   if (o_.rounds && last_completed_ >= o_.rounds) {
     spdlog::info("all {} rounds are already done", o_.rounds);
     return Status::Ok();
   }
   while (!stop.load()) {
+    if (reload && reload->exchange(false)) ReloadAllowList();
     // Short polls while outboxes wait for room, so transfers flow without delay.
     const auto timeout = std::chrono::milliseconds(OutboxPending() ? 2 : 50);
     SHOAL_ASSIGN_OR_RETURN(auto in, server_->Recv(timeout));
@@ -829,7 +919,7 @@ StatusOr<std::unique_ptr<Service>> Service::Create(const AggregatorOptions& opti
 
 Service::Service(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Service::~Service() = default;
-Status Service::Run(const std::atomic<bool>& stop) { return impl_->Run(stop); }
+Status Service::Run(const std::atomic<bool>& stop, std::atomic<bool>* reload) { return impl_->Run(stop, reload); }
 std::string Service::endpoint() const { return impl_->endpoint(); }
 
 }  // namespace shoal::aggregator

@@ -36,7 +36,10 @@ struct AggregatorOptions {
   uint32_t chunk_bytes = 16u << 20;        // payload chunk size on the wire
   uint32_t max_clients = 1000;             // registration cap
   double max_update_norm = 1e4;            // reject updates whose L2 norm is larger; 0 = no bound
+  std::string secret_key;                  // this aggregator's PREFIX.key: CurveZMQ on --listen (needs allow_keys)
+  std::string allow_keys;                  // client public keys admitted: a file (one Z85 key per line) or a directory
   bool insecure = false;                   // allow a non-loopback listener without transport security
+  uint32_t recv_hwm = 8;                   // frames queued per client connection before ZeroMQ stops reading it
   std::string metrics_out;                 // JSON lines, one per round; empty = none
   std::string checkpoint_dir;              // checkpoint each completed round here; empty = none
   bool resume = false;                     // continue from checkpoint_dir's last completed round
@@ -54,8 +57,10 @@ class Service {
   Service& operator=(const Service&) = delete;
 
   // Serves until `stop` becomes true (returns OK) or --rounds rounds are done (clients get
-  // Bye; returns OK). Errors only for failures that make serving impossible.
-  Status Run(const std::atomic<bool>& stop);
+  // Bye; returns OK). Errors only for failures that make serving impossible. Whenever
+  // `reload` is set (SIGHUP), clears it and re-reads the allow-list: removed keys are refused
+  // from the next handshake, and their live connections are dropped at once.
+  Status Run(const std::atomic<bool>& stop, std::atomic<bool>* reload = nullptr);
 
   // The endpoint actually bound (e.g. the port chosen for tcp://127.0.0.1:0).
   std::string endpoint() const;

@@ -15,6 +15,7 @@
 #include "codec/codec.h"
 #include "codec/round_context.h"
 #include "crypto/crypto.h"
+#include "crypto/keys.h"
 #include "protocol/envelope.h"
 #include "transport/channel.h"
 
@@ -70,6 +71,11 @@ class Client::Impl {
     stats_.bytes_received = channel_->traffic().bytes_received;
   }
 
+  // Transport security from the options: CURVE keys, or plain on loopback / with insecure.
+  Status ConfigureSecurity(transport::SocketOptions& so);
+  // The error to stop with once the handshake has failed too often.
+  Status HandshakeError() const;
+
   // Returns a non-OK status when the client must stop (Bye is OK + finished_ = true).
   Status HandleFrame(const zmq::message_t& m);
   Status HandleWelcome(const wire::Envelope* env);
@@ -85,6 +91,7 @@ class Client::Impl {
   std::atomic<bool> cancel_{false};
   zmq::context_t ctx_{1};
   std::unique_ptr<transport::ClientChannel> channel_;
+  std::string public_key_;  // this client's CURVE public key (Z85); empty without security
 
   // Registration.
   bool registered_ = false;
@@ -416,9 +423,50 @@ Status Client::Impl::HandleFrame(const zmq::message_t& m) {
   }
 }
 
+Status Client::Impl::ConfigureSecurity(transport::SocketOptions& so) {
+  if (o_.secret_key_file.empty() != o_.server_key.empty())
+    return Status::InvalidArgument(o_.server_key.empty()
+                                       ? "--secret-key needs --server-key (the aggregator's public key or .pub file)"
+                                       : "--server-key needs --secret-key (this client's key file from shoal-keygen)");
+  if (o_.secret_key_file.empty()) {
+    if (!transport::IsLoopbackEndpoint(o_.connect) && !o_.insecure)
+      return Status::FailedPrecondition("--connect " + o_.connect +
+                                        " is not a loopback address: give --secret-key and --server-key (the "
+                                        "aggregator's public key), or pass --insecure to send unencrypted");
+    if (o_.insecure) spdlog::warn("INSECURE: talking to {} without encryption or authentication", o_.connect);
+    return Status::Ok();
+  }
+  if (o_.insecure) return Status::InvalidArgument("--insecure contradicts --secret-key; give one or the other");
+  SHOAL_ASSIGN_OR_RETURN(crypto::KeyPair keys, crypto::ReadSecretKeyFile(o_.secret_key_file));
+  SHOAL_ASSIGN_OR_RETURN(std::string server_z85, crypto::ReadPublicKey(o_.server_key));
+  SHOAL_RETURN_IF_ERROR(crypto::Z85DecodeTo(server_z85, so.server_key));
+  public_key_ = crypto::Z85Key(keys.curve_public);
+  so.curve = std::make_shared<const crypto::KeyPair>(std::move(keys));
+  spdlog::debug("CURVE security on: client key {}, aggregator key {}", public_key_, server_z85);
+  return Status::Ok();
+}
+
+Status Client::Impl::HandshakeError() const {
+  const std::string attempts = std::to_string(channel_->handshake_failures_in_a_row());
+  const std::string& why = channel_->last_handshake_failure();
+  if (channel_->last_failure_was_auth())
+    return Status::PermissionDenied("the aggregator at " + o_.connect + " refused this client's key " + public_key_ +
+                                    " (" + why + ", " + attempts +
+                                    " attempts): ask its operator to add this client's .pub file to --allow-keys");
+  // Without keys, a CURVE server just closes the connection: the likeliest cause.
+  const std::string hint =
+      public_key_.empty() ? "if the aggregator uses CURVE security, pass --secret-key and --server-key"
+      : why.find("mechanisms differ") != std::string::npos
+          ? "the aggregator does not use CURVE (started without --secret-key?)"
+          : "check that --server-key is this aggregator's public key";
+  return Status::Unavailable("the handshake with the aggregator at " + o_.connect + " failed " + attempts +
+                             " times: " + why + "; " + hint);
+}
+
 Status Client::Impl::Run() {
   transport::SocketOptions so;
   so.max_frame_bytes = static_cast<int64_t>(o_.max_frame_bytes);
+  SHOAL_RETURN_IF_ERROR(ConfigureSecurity(so));
   SHOAL_ASSIGN_OR_RETURN(channel_, transport::ClientChannel::Connect(ctx_, o_.connect, so));
 
   const uint64_t num_examples = trainer_->num_examples();
@@ -455,6 +503,10 @@ Status Client::Impl::Run() {
 
     // Poll briefly while training so a finished update goes out without delay.
     SHOAL_ASSIGN_OR_RETURN(auto frame, channel_->Recv(milliseconds(worker_.joinable() ? 2 : 50)));
+    if (o_.max_handshake_failures > 0 && channel_->handshake_failures_in_a_row() >= o_.max_handshake_failures) {
+      StopTraining();
+      return HandshakeError();
+    }
     if (frame) {
       const bool was_registered = registered_;
       SHOAL_RETURN_IF_ERROR(HandleFrame(*frame));

@@ -13,6 +13,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "crypto/keys.h"
+
 namespace shoal::testing {
 
 std::string BinDir() { return SHOAL_BIN_DIR; }
@@ -174,6 +176,37 @@ void SetFlag(std::vector<std::string>& args, const std::string& flag, const std:
     }
   args.push_back(flag);
   args.push_back(value);
+}
+
+std::vector<std::string> Concat(std::vector<std::string> args, const std::vector<std::string>& more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
+
+void MakeKeys(const std::string& dir, const std::vector<std::string>& names) {
+  std::filesystem::create_directories(dir);
+  for (const auto& name : names) {
+    auto keys = crypto::GenerateKeyPair();
+    ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+    auto st = crypto::WriteKeyFiles(dir + "/" + name, *keys, /*force=*/false);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
+}
+
+std::vector<std::string> SecureAggregatorFlags(const std::string& keys_dir, const std::string& allow) {
+  return {"--secret-key", keys_dir + "/agg.key", "--allow-keys", allow};
+}
+
+std::vector<std::string> SecureClientFlags(const std::string& keys_dir, const std::string& name) {
+  return {"--secret-key", keys_dir + "/" + name + ".key", "--server-key", keys_dir + "/agg.pub", "--name", name};
+}
+
+uint64_t ProcMemoryKiB(pid_t pid, const std::string& field) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind(field + ":", 0) == 0) return std::stoull(line.substr(field.size() + 1));
+  return 0;
 }
 
 }  // namespace shoal::testing

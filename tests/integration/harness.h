@@ -72,5 +72,19 @@ void ExpectAllExitZero(std::vector<std::unique_ptr<Process>>& processes);
 
 // Sets `--flag value` in an argument list, replacing an earlier value of the same flag.
 void SetFlag(std::vector<std::string>& args, const std::string& flag, const std::string& value);
+// `args` followed by `more`.
+std::vector<std::string> Concat(std::vector<std::string> args, const std::vector<std::string>& more);
+
+// Key pairs, written with the library exactly as shoal-keygen writes them: DIR/NAME.key and
+// DIR/NAME.pub for each name.
+void MakeKeys(const std::string& dir, const std::vector<std::string>& names);
+// The aggregator's flags for CURVE with key DIR/agg.key and allow-list `allow`.
+std::vector<std::string> SecureAggregatorFlags(const std::string& keys_dir, const std::string& allow);
+// A client's flags for CURVE with key DIR/NAME.key, pinning DIR/agg.pub.
+std::vector<std::string> SecureClientFlags(const std::string& keys_dir, const std::string& name);
+
+// A memory figure of a running process from /proc/PID/status, in KiB ("VmHWM": peak resident,
+// "VmRSS": resident now); 0 if it cannot be read.
+uint64_t ProcMemoryKiB(pid_t pid, const std::string& field);
 
 }  // namespace shoal::testing

@@ -40,6 +40,16 @@ struct ClientOptions {
   uint32_t connect_timeout_ms = 30000;    // give up when no Welcome arrives within this
   uint32_t reconnect_timeout_ms = 120000; // after losing the aggregator, keep trying this long
   uint64_t max_frame_bytes = (uint64_t{64} << 20) + (uint64_t{256} << 10);  // largest frame accepted
+  // CurveZMQ: this client's key file (PREFIX.key from shoal-keygen, mode 0600) and the
+  // aggregator's public key (40 Z85 characters, or its PREFIX.pub file), which pins the
+  // aggregator. Both or neither. Without them only a loopback `connect` is allowed, unless
+  // `insecure` says otherwise.
+  std::string secret_key_file;
+  std::string server_key;
+  bool insecure = false;  // connect to a non-loopback aggregator without transport security
+  // Give up (Run returns PermissionDenied or Unavailable) after this many failed handshakes
+  // in a row: a refused key or a wrong server key never fixes itself. Default: 3.
+  uint32_t max_handshake_failures = 3;
   std::function<void(const ClientEvent&)> on_event;  // optional; called on the Run() thread
 };
 
@@ -52,8 +62,9 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   // Connects, joins and trains until the aggregator says Bye (returns OK), Cancel() is called
-  // (Cancelled), or the aggregator cannot be reached (Unavailable, with a message that says
-  // what to check). Call at most once.
+  // (Cancelled), the aggregator cannot be reached (Unavailable, with a message that says
+  // what to check), or the handshake keeps failing (PermissionDenied for a refused key,
+  // Unavailable for a wrong server key). Call at most once.
   Status Run();
   // Thread-safe; makes Run() return promptly (cancels local training too).
   void Cancel();

@@ -22,6 +22,7 @@ enum class StatusCode : int {
   kCancelled = 7,        // stopped on request
   kFailedPrecondition = 8,
   kInternal = 9,
+  kPermissionDenied = 10,  // authentication or authorization refused (e.g. a key not on the allow-list)
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -41,6 +42,7 @@ class [[nodiscard]] Status {
   static Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
   static Status FailedPrecondition(std::string m) { return {StatusCode::kFailedPrecondition, std::move(m)}; }
   static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
+  static Status PermissionDenied(std::string m) { return {StatusCode::kPermissionDenied, std::move(m)}; }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }

@@ -11,8 +11,10 @@ namespace shoal::cli {
 namespace {
 
 std::atomic<bool> g_stop{false};
+std::atomic<bool> g_reload{false};
 
 extern "C" void OnStopSignal(int) { g_stop.store(true); }
+extern "C" void OnReloadSignal(int) { g_reload.store(true); }
 
 }  // namespace
 
@@ -35,6 +37,15 @@ std::atomic<bool>& InstallStopSignals() {
   sigaction(SIGTERM, &sa, nullptr);
   signal(SIGPIPE, SIG_IGN);
   return g_stop;
+}
+
+std::atomic<bool>& InstallReloadSignal() {
+  struct sigaction sa = {};
+  sa.sa_handler = OnReloadSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGHUP, &sa, nullptr);
+  return g_reload;
 }
 
 StatusOr<uint64_t> ParseByteSize(const std::string& text) {

@@ -14,6 +14,8 @@ Status InitLogging(const std::string& level, const std::string& program);
 
 // Installs SIGINT/SIGTERM handlers that set the returned flag (and SIGPIPE ignore).
 std::atomic<bool>& InstallStopSignals();
+// Installs a SIGHUP handler that sets the returned flag (the reader clears it).
+std::atomic<bool>& InstallReloadSignal();
 
 // "16777216", "64K", "16M", "1G" (binary multiples) -> bytes.
 StatusOr<uint64_t> ParseByteSize(const std::string& text);

@@ -14,6 +14,7 @@ std::string_view StatusCodeName(StatusCode code) {
     case StatusCode::kCancelled: return "Cancelled";
     case StatusCode::kFailedPrecondition: return "FailedPrecondition";
     case StatusCode::kInternal: return "Internal";
+    case StatusCode::kPermissionDenied: return "PermissionDenied";
   }
   return "Unknown";
 }

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
+#include <filesystem>
 #include <map>
 
 #include "crypto/crypto.h"
@@ -39,6 +41,7 @@ constexpr const char* kCurveSecret = "curve-secret";
 constexpr const char* kSignPublic = "ed25519-public";
 constexpr const char* kSignSecret = "ed25519-secret";
 constexpr size_t kMaxKeyFileBytes = 64 * 1024;
+constexpr size_t kMaxAllowListFileBytes = 16 << 20;  // ~400,000 keys
 
 void Wipe(std::string& s) {
   if (!s.empty()) sodium_memzero(s.data(), s.size());
@@ -61,9 +64,9 @@ std::string ModeText(mode_t mode) {
   return buf;
 }
 
-// Reads a regular file of at most kMaxKeyFileBytes. With `private_only`, refuses (before
-// reading a byte) a file that group or others may read or write.
-StatusOr<std::string> ReadSmallFile(const std::string& path, bool private_only) {
+// Reads a regular file of at most `max_bytes`. With `private_only`, refuses (before reading a
+// byte) a file that group or others may read or write.
+StatusOr<std::string> ReadSmallFile(const std::string& path, bool private_only, size_t max_bytes = kMaxKeyFileBytes) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
@@ -86,12 +89,13 @@ StatusOr<std::string> ReadSmallFile(const std::string& path, bool private_only) 
     return Status::FailedPrecondition(path + " is " + what + " by others (mode " + ModeText(st.st_mode) +
                                       "); chmod 600 " + path);
   }
-  if (st.st_size > static_cast<off_t>(kMaxKeyFileBytes)) {
+  if (st.st_size > static_cast<off_t>(max_bytes)) {
     ::close(fd);
     return Status::InvalidArgument(path + " is too large for a key file (" + std::to_string(st.st_size) + " bytes)");
   }
   std::string content;
-  content.reserve(kMaxKeyFileBytes + 1);  // no reallocation: no stray copies of secret bytes
+  // Secret files: no reallocation, so no stray copies of secret bytes are left in freed memory.
+  content.reserve(private_only ? max_bytes + 1 : static_cast<size_t>(st.st_size) + 1);
   char buf[4096];
   for (;;) {
     const ssize_t n = ::read(fd, buf, sizeof buf);
@@ -104,7 +108,7 @@ StatusOr<std::string> ReadSmallFile(const std::string& path, bool private_only) 
       return Status::IoError("cannot read " + path + ": " + ErrnoText(err));
     }
     if (n == 0) break;
-    if (content.size() + static_cast<size_t>(n) > kMaxKeyFileBytes) {
+    if (content.size() + static_cast<size_t>(n) > max_bytes) {
       ::close(fd);
       sodium_memzero(buf, sizeof buf);
       Wipe(content);
@@ -359,43 +363,106 @@ StatusOr<KeyPair> ReadSecretKeyFile(const std::string& path) {
   return kp;
 }
 
+namespace {
+
+struct PublicKeyLine {
+  std::string key;  // Z85
+  size_t line = 0;
+};
+
+// The Z85 public keys in a .pub or allow-list file, in order (see keys.h). `where` names the
+// file in messages. A secret key file is refused, and its lines are never parsed or echoed.
+StatusOr<std::vector<PublicKeyLine>> ParsePublicKeys(const std::string& where, std::string& content) {
+  // '#' starts a comment: no valid Z85 group starts with '#' (the largest is "%nSc0").
+  for (size_t pos = 0; pos <= content.size();) {
+    size_t end = content.find('\n', pos);
+    if (end == std::string::npos) end = content.size();
+    const std::string_view line = Trim(std::string_view(content).substr(pos, end - pos));
+    pos = end + 1;
+    if (line.starts_with(kCurveSecret) || line.starts_with(kSignSecret)) {
+      Wipe(content);
+      return Status::InvalidArgument(where + " is a secret key file; give the .pub file instead");
+    }
+  }
+  std::vector<PublicKeyLine> keys;
+  std::array<uint8_t, kCurveKeyBytes> key{};
+  size_t line_no = 0;
+  for (size_t pos = 0; pos <= content.size();) {
+    size_t end = content.find('\n', pos);
+    if (end == std::string::npos) end = content.size();
+    std::string_view line = Trim(std::string_view(content).substr(pos, end - pos));
+    pos = end + 1;
+    ++line_no;
+    if (line.empty() || line[0] == '#') continue;
+    const std::string at = where + " line " + std::to_string(line_no);
+    const size_t ws = line.find_first_of(" \t");
+    if (ws != std::string_view::npos) {
+      if (Trim(line.substr(ws))[0] != '#') return Status::InvalidArgument(at + ": expected one key per line");
+      line = line.substr(0, ws);
+    }
+    if (Status st = Z85DecodeTo(line, key); !st.ok()) return Status::InvalidArgument(at + ": " + st.message());
+    keys.push_back({std::string(line), line_no});
+  }
+  return keys;
+}
+
+}  // namespace
+
 StatusOr<std::string> ReadPublicKey(const std::string& key_or_file) {
   std::array<uint8_t, kCurveKeyBytes> key{};
-  if (key_or_file.size() == kZ85KeyChars && Z85DecodeTo(key_or_file, key).ok()) return key_or_file;
+  struct stat st {};
+  const bool exists = ::stat(key_or_file.c_str(), &st) == 0;
+  if (!exists && key_or_file.size() == kZ85KeyChars && Z85DecodeTo(key_or_file, key).ok()) return key_or_file;
   auto content = ReadSmallFile(key_or_file, /*private_only=*/false);
   if (!content.ok()) {
     if (content.status().code() == StatusCode::kNotFound)
       return Status::NotFound("'" + key_or_file + "' is neither a 40-character Z85 public key nor a readable file");
     return content.status();
   }
-  std::string found;
-  size_t line_no = 0;
-  // '#' starts a comment line: no valid Z85 group starts with '#' (the largest is "%nSc0").
-  // A PREFIX.key given by mistake: say so, and never parse (or echo) its secret lines.
-  for (size_t pos = 0; pos <= content->size();) {
-    size_t end = content->find('\n', pos);
-    if (end == std::string::npos) end = content->size();
-    const std::string_view line = Trim(std::string_view(*content).substr(pos, end - pos));
-    pos = end + 1;
-    if (line.starts_with(kCurveSecret) || line.starts_with(kSignSecret)) {
-      Wipe(*content);
-      return Status::InvalidArgument(key_or_file + " is a secret key file; give the .pub file instead");
+  SHOAL_ASSIGN_OR_RETURN(auto keys, ParsePublicKeys(key_or_file, *content));
+  if (keys.empty()) return Status::InvalidArgument(key_or_file + ": no public key in the file");
+  if (keys.size() > 1)
+    return Status::InvalidArgument(key_or_file + " line " + std::to_string(keys[1].line) +
+                                   ": expected one public key, found another line");
+  return keys[0].key;
+}
+
+StatusOr<AllowList> AllowList::Load(const std::string& file_or_dir) {
+  AllowList list;
+  list.source_ = file_or_dir;
+  struct stat st {};
+  if (::stat(file_or_dir.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ENOENT) return Status::NotFound("allow-list " + file_or_dir + " does not exist");
+    return Status::IoError("cannot read allow-list " + file_or_dir + ": " + ErrnoText(err));
+  }
+  std::vector<std::string> files;
+  if (S_ISDIR(st.st_mode)) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(file_or_dir, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.empty() || name[0] == '.' || !entry.is_regular_file(ec)) continue;
+      files.push_back(entry.path().string());
     }
+    if (ec) return Status::IoError("cannot list allow-list directory " + file_or_dir + ": " + ec.message());
+    std::sort(files.begin(), files.end());
+  } else {
+    files.push_back(file_or_dir);
   }
-  for (size_t pos = 0; pos <= content->size();) {
-    size_t end = content->find('\n', pos);
-    if (end == std::string::npos) end = content->size();
-    const std::string_view line = Trim(std::string_view(*content).substr(pos, end - pos));
-    pos = end + 1;
-    ++line_no;
-    if (line.empty() || line[0] == '#') continue;
-    const std::string where = key_or_file + " line " + std::to_string(line_no);
-    if (!found.empty()) return Status::InvalidArgument(where + ": expected one public key, found another line");
-    if (Status st = Z85DecodeTo(line, key); !st.ok()) return Status::InvalidArgument(where + ": " + st.message());
-    found = line;
+  for (const std::string& f : files) {
+    SHOAL_ASSIGN_OR_RETURN(std::string content, ReadSmallFile(f, /*private_only=*/false, kMaxAllowListFileBytes));
+    SHOAL_ASSIGN_OR_RETURN(auto keys, ParsePublicKeys(f, content));
+    for (auto& k : keys) list.keys_.insert(std::move(k.key));
   }
-  if (found.empty()) return Status::InvalidArgument(key_or_file + ": no public key in the file");
-  return found;
+  return list;
+}
+
+bool AllowList::Contains(std::string_view key) const {
+  if (key.size() == kCurveKeyBytes) {
+    auto z85 = Z85Encode({reinterpret_cast<const uint8_t*>(key.data()), key.size()});
+    return z85.ok() && keys_.count(*z85) > 0;
+  }
+  return keys_.find(key) != keys_.end();
 }
 
 }  // namespace shoal::crypto

@@ -14,12 +14,19 @@
 //   PREFIX.pub  one line: the Z85 CURVE (X25519) public key, 40 characters. This is what goes
 //               into an allow-list (--allow-keys) or is given as --server-key.
 //
+//   allow-list  (--allow-keys FILE_OR_DIR) public keys a server accepts: a FILE holds one Z85
+//               key per line (a .pub file is a one-line allow-list); a DIR holds such files
+//               (every regular file not starting with '.', e.g. one PREFIX.pub per client).
+//               Blank lines and '#' comments are ignored; anything after a key must be a
+//               '#' comment.
+//
 // Z85 is ZeroMQ RFC 32 (implemented here, no libzmq dependency); CurveZMQ accepts 40-character
 // Z85 keys directly in ZMQ_CURVE_{PUBLIC,SECRET,SERVER}KEY.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -75,7 +82,27 @@ Status WriteKeyFiles(const std::string& prefix, const KeyPair& keys, bool force)
 StatusOr<KeyPair> ReadSecretKeyFile(const std::string& path);
 
 // `key_or_file` is either a 40-character Z85 public key or the path of a .pub file (its one
-// non-comment line is the key). Returns the validated 40-character Z85 key.
+// non-comment line is the key); a path that exists is always read as a file, since a 40-character
+// path can also be valid Z85 (e.g. "/tmp/shoal-it-12453-binding/keys/agg.pub"). Returns the
+// validated 40-character Z85 key.
 StatusOr<std::string> ReadPublicKey(const std::string& key_or_file);
+
+// The public keys a CURVE server admits (see "allow-list" above). Immutable once loaded; a
+// reload builds a new one.
+class AllowList {
+ public:
+  // Reads FILE_OR_DIR. Every malformed line is an error naming the file and line; a secret key
+  // file given by mistake is refused without echoing it. An empty list is valid here: the
+  // caller decides whether that is acceptable.
+  static StatusOr<AllowList> Load(const std::string& file_or_dir);
+  // `key` is 40 Z85 characters, or the 32 raw bytes of a CURVE public key.
+  bool Contains(std::string_view key) const;
+  size_t size() const { return keys_.size(); }
+  const std::string& source() const { return source_; }
+
+ private:
+  std::string source_;
+  std::set<std::string, std::less<>> keys_;  // Z85, 40 characters each
+};
 
 }  // namespace shoal::crypto

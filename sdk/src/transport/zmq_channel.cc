@@ -1,15 +1,34 @@
+#include <spdlog/spdlog.h>
+#include <zmq.h>
+
+#include <algorithm>
 #include <cerrno>
 
 #include "transport/channel.h"
+#include "transport/zap.h"
 
 namespace shoal::transport {
+
+bool IsLoopbackEndpoint(const std::string& ep) {
+  for (const char* prefix : {"inproc://", "ipc://", "tcp://127.", "tcp://localhost:", "tcp://[::1]:"})
+    if (ep.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void SetKey(zmq::socket_t& s, int option, std::span<const uint8_t> key) {
+  if (zmq_setsockopt(s.handle(), option, key.data(), key.size()) != 0) throw zmq::error_t();
+}
 
 void ApplyCommon(zmq::socket_t& s, const SocketOptions& o) {
   s.set(zmq::sockopt::maxmsgsize, o.max_frame_bytes);
   s.set(zmq::sockopt::sndhwm, o.send_hwm);
   s.set(zmq::sockopt::rcvhwm, o.recv_hwm);
   s.set(zmq::sockopt::linger, o.linger_ms);
+  s.set(zmq::sockopt::handshake_ivl, o.handshake_ms);
   if (o.zmtp_heartbeat_ms > 0) {
     s.set(zmq::sockopt::heartbeat_ivl, o.zmtp_heartbeat_ms);
     s.set(zmq::sockopt::heartbeat_timeout, o.zmtp_heartbeat_ms * 3);
@@ -50,8 +69,19 @@ StatusOr<std::unique_ptr<ServerChannel>> ServerChannel::Bind(zmq::context_t& ctx
     ApplyCommon(s, options);
     // Report unroutable peers instead of dropping silently, so a vanished client is noticed.
     s.set(zmq::sockopt::router_mandatory, 1);
-    s.bind(endpoint);
-    return std::unique_ptr<ServerChannel>(new ServerChannel(std::move(s)));
+    if (options.curve) {
+      s.set(zmq::sockopt::curve_server, 1);
+      SetKey(s, ZMQ_CURVE_SECRETKEY, options.curve->curve_secret);
+      s.set(zmq::sockopt::zap_domain, kZapDomain);
+    }
+    SHOAL_ASSIGN_OR_RETURN(auto monitor, SocketMonitor::Attach(ctx, s));
+    try {
+      s.bind(endpoint);
+    } catch (const zmq::error_t&) {
+      monitor.reset();  // before the socket closes
+      throw;
+    }
+    return std::unique_ptr<ServerChannel>(new ServerChannel(std::move(s), std::move(monitor), options.curve != nullptr));
   } catch (const zmq::error_t& e) {
     return Status::IoError(Explain(e, endpoint));
   }
@@ -65,10 +95,23 @@ std::string ServerChannel::endpoint() const {
   }
 }
 
+void ServerChannel::DrainMonitor() {
+  for (const MonitorEvent& e : monitor_->Drain()) {
+    // Refused keys are logged by the ZAP handler, with the key.
+    if (!e.IsHandshakeFailure() || e.event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) continue;
+    // The first few in full, then every 1000th: a scanner cannot fill the disk.
+    const uint64_t n = monitor_->stats().failed();
+    if (n <= 10 || n % 1000 == 0) spdlog::warn("handshake #{} failed on {}: {}", n, e.address, e.Describe());
+  }
+}
+
 StatusOr<std::optional<ServerChannel::Inbound>> ServerChannel::Recv(std::chrono::milliseconds timeout) {
   try {
-    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
-    if (zmq::poll(&item, 1, timeout) == 0) return std::optional<Inbound>();
+    zmq::pollitem_t items[2] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
+                                {monitor_->events_socket().handle(), 0, ZMQ_POLLIN, 0}};
+    if (zmq::poll(items, 2, timeout) == 0) return std::optional<Inbound>();
+    if (items[1].revents & ZMQ_POLLIN) DrainMonitor();
+    if (!(items[0].revents & ZMQ_POLLIN)) return std::optional<Inbound>();
     Inbound in;
     zmq::message_t id;
     if (!socket_.recv(id, zmq::recv_flags::dontwait)) return std::optional<Inbound>();
@@ -78,6 +121,8 @@ StatusOr<std::optional<ServerChannel::Inbound>> ServerChannel::Recv(std::chrono:
     if (!id.more()) return std::optional<Inbound>();
     if (!socket_.recv(in.frame, zmq::recv_flags::dontwait)) return std::optional<Inbound>();
     DiscardRemainingParts(socket_, in.frame);
+    // Set by ZeroMQ from the ZAP reply for this connection; a peer cannot choose it.
+    if (const char* user = zmq_msg_gets(in.frame.handle(), "User-Id")) in.user_id = user;
     traffic_.bytes_received += in.frame.size();
     ++traffic_.frames_received;
     return std::optional<Inbound>(std::move(in));
@@ -115,6 +160,7 @@ StatusOr<std::unique_ptr<ClientChannel>> ClientChannel::Connect(zmq::context_t& 
 }
 
 Status ClientChannel::Open() {
+  reopen_at_.reset();
   try {
     zmq::socket_t s(ctx_, zmq::socket_type::dealer);
     ApplyCommon(s, options_);
@@ -123,27 +169,88 @@ Status ClientChannel::Open() {
     s.set(zmq::sockopt::reconnect_ivl_max, 5000);
     // Queue frames only for a completed connection, so nothing piles up for a dead peer.
     s.set(zmq::sockopt::immediate, 1);
-    s.connect(endpoint_);
+    if (options_.curve) {
+      SetKey(s, ZMQ_CURVE_SERVERKEY, options_.server_key);
+      SetKey(s, ZMQ_CURVE_PUBLICKEY, options_.curve->curve_public);
+      SetKey(s, ZMQ_CURVE_SECRETKEY, options_.curve->curve_secret);
+    }
+    SHOAL_ASSIGN_OR_RETURN(auto monitor, SocketMonitor::Attach(ctx_, s));
+    try {
+      s.connect(endpoint_);
+    } catch (const zmq::error_t&) {
+      monitor.reset();  // before the socket closes
+      throw;
+    }
     socket_ = std::move(s);
+    monitor_ = std::move(monitor);
     return Status::Ok();
   } catch (const zmq::error_t& e) {
     return Status::InvalidArgument(Explain(e, endpoint_));
   }
 }
 
-Status ClientChannel::Reset() {
+void ClientChannel::Close() {
+  monitor_.reset();  // before the socket closes
   try {
-    socket_.set(zmq::sockopt::linger, 0);
-    socket_.close();
+    if (socket_.handle() != nullptr) {
+      socket_.set(zmq::sockopt::linger, 0);
+      socket_.close();
+    }
   } catch (const zmq::error_t&) {
   }
+}
+
+ClientChannel::~ClientChannel() { Close(); }
+
+Status ClientChannel::Reset() {
+  Close();
   return Open();
+}
+
+void ClientChannel::WatchHandshakes() {
+  if (monitor_) {
+    for (const MonitorEvent& e : monitor_->Drain()) {
+      totals_.Add(e);
+      if (e.event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+        failures_in_a_row_ = 0;
+        last_failure_auth_ = false;
+        reopen_at_.reset();
+      } else if (e.event == ZMQ_EVENT_CONNECTED) {
+        attempt_failed_ = false;  // a new attempt (ZeroMQ retries by itself after some failures)
+        reopen_at_.reset();
+      } else if (e.IsHandshakeFailure()) {
+        // One attempt can report twice (the specific error, then the closed connection):
+        // count it once, and keep the specific reason.
+        const bool vague = e.event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
+        if (!attempt_failed_) ++failures_in_a_row_;
+        if (!attempt_failed_ || !vague) {
+          last_failure_auth_ = e.event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+          last_failure_ = e.Describe();
+        }
+        attempt_failed_ = true;
+        spdlog::debug("handshake with {} failed: {}", endpoint_, e.Describe());
+        // After a refused key or a protocol error ZeroMQ does not reconnect: reopen after
+        // 250 ms, doubling up to 5 s, unless it does.
+        const int64_t backoff_ms = std::min<int64_t>(int64_t{250} << std::min<uint64_t>(failures_in_a_row_ - 1, 5), 5000);
+        reopen_at_ = Clock::now() + std::chrono::milliseconds(backoff_ms);
+      }
+    }
+  }
+  if (reopen_at_ && Clock::now() >= *reopen_at_) {
+    Status st = Reset();
+    if (!st.ok()) spdlog::warn("cannot reopen the connection to {}: {}", endpoint_, st.message());
+  }
 }
 
 StatusOr<std::optional<zmq::message_t>> ClientChannel::Recv(std::chrono::milliseconds timeout) {
   try {
-    zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLIN, 0};
-    if (zmq::poll(&item, 1, timeout) == 0) return std::optional<zmq::message_t>();
+    WatchHandshakes();
+    if (!monitor_) return Status::IoError("the connection to " + endpoint_ + " could not be reopened");
+    zmq::pollitem_t items[2] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
+                                {monitor_->events_socket().handle(), 0, ZMQ_POLLIN, 0}};
+    if (zmq::poll(items, 2, timeout) == 0) return std::optional<zmq::message_t>();
+    if (items[1].revents & ZMQ_POLLIN) WatchHandshakes();
+    if (!(items[0].revents & ZMQ_POLLIN)) return std::optional<zmq::message_t>();
     zmq::message_t m;
     if (!socket_.recv(m, zmq::recv_flags::dontwait)) return std::optional<zmq::message_t>();
     DiscardRemainingParts(socket_, m);

@@ -34,6 +34,7 @@ TEST(StatusTest, FactoriesSetCodeAndMessage) {
       {Status::Cancelled("m"), StatusCode::kCancelled, "Cancelled"},
       {Status::FailedPrecondition("m"), StatusCode::kFailedPrecondition, "FailedPrecondition"},
       {Status::Internal("m"), StatusCode::kInternal, "Internal"},
+      {Status::PermissionDenied("m"), StatusCode::kPermissionDenied, "PermissionDenied"},
   };
   for (const Case& c : cases) {
     EXPECT_FALSE(c.status.ok()) << c.name;

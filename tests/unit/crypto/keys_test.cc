@@ -238,6 +238,19 @@ TEST_F(KeysTest, ReadPublicKeyFromKeyOrFile) {
   auto e = ReadPublicKey(edited);
   ASSERT_TRUE(e.ok()) << e.status().ToString();
   EXPECT_EQ(*e, z85);
+
+  // A path of exactly 40 characters, all in the Z85 alphabet, is still a file: it once was
+  // taken for a key ("/tmp/shoal-it-12453-binding/keys/agg.pub" broke a CURVE handshake).
+  const std::string forty = std::string(36, 'k') + ".pub";  // relative to dir_
+  std::array<uint8_t, kCurveKeyBytes> ignored{};
+  ASSERT_TRUE(Z85DecodeTo(forty, ignored).ok()) << "the path must look like a key for this test to mean anything";
+  { std::ofstream(dir_ + "/" + forty) << z85 << "\n"; }
+  const auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir_);
+  auto f = ReadPublicKey(forty);
+  std::filesystem::current_path(cwd);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  EXPECT_EQ(*f, z85);
 }
 
 TEST_F(KeysTest, ReadPublicKeyErrors) {

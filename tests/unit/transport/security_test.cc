@@ -1,0 +1,263 @@
+// CurveZMQ pieces on real sockets in one process: the allow-list file format, the ZAP handler
+// (RFC 27 requests and replies), and the channels' handshake reporting.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <zmq.hpp>
+
+#include "crypto/keys.h"
+#include "temp_dir.h"
+#include "transport/channel.h"
+#include "transport/zap.h"
+
+namespace shoal::transport {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+crypto::KeyPair Keys() { return crypto::GenerateKeyPair().value(); }
+
+void Write(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+// ---- allow-list files ----
+
+TEST(AllowList, FileWithCommentsAndDirectoryOfPubFiles) {
+  testing::TempDir dir;
+  const auto a = Keys(), b = Keys(), c = Keys();
+  const std::string za = crypto::Z85Key(a.curve_public), zb = crypto::Z85Key(b.curve_public),
+                    zc = crypto::Z85Key(c.curve_public);
+  Write(dir.File("list"), "# clients\n\n" + za + "\n  " + zb + "   # bob's laptop\n");
+  auto list = crypto::AllowList::Load(dir.File("list"));
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  EXPECT_EQ(list->size(), 2u);
+  EXPECT_TRUE(list->Contains(za));
+  EXPECT_TRUE(list->Contains(zb));
+  EXPECT_FALSE(list->Contains(zc));
+  // Raw 32-byte keys (as ZAP hands them over) too.
+  EXPECT_TRUE(list->Contains(std::string_view(reinterpret_cast<const char*>(a.curve_public.data()), 32)));
+  EXPECT_FALSE(list->Contains(std::string_view(reinterpret_cast<const char*>(c.curve_public.data()), 32)));
+
+  std::filesystem::create_directory(dir.File("keys"));
+  ASSERT_TRUE(crypto::WriteKeyFiles(dir.File("keys/a"), a, false).ok());
+  Write(dir.File("keys/c.pub"), zc + "\n");
+  Write(dir.File("keys/.hidden"), "not a key\n");  // ignored, like editor backups
+  ASSERT_EQ(::chmod(dir.File("keys/a.key").c_str(), 0600), 0);
+  std::filesystem::remove(dir.File("keys/a.key"));  // a directory of .pub files only
+  list = crypto::AllowList::Load(dir.File("keys"));
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  EXPECT_EQ(list->size(), 2u);
+  EXPECT_TRUE(list->Contains(za));
+  EXPECT_TRUE(list->Contains(zc));
+  EXPECT_FALSE(list->Contains(zb));
+}
+
+TEST(AllowList, ErrorsNameTheFileAndLine) {
+  testing::TempDir dir;
+  const std::string z = crypto::Z85Key(Keys().curve_public);
+  Write(dir.File("bad"), z + "\nnot-a-key\n");
+  auto list = crypto::AllowList::Load(dir.File("bad"));
+  ASSERT_FALSE(list.ok());
+  EXPECT_NE(list.status().message().find(dir.File("bad") + " line 2"), std::string::npos) << list.status().message();
+
+  Write(dir.File("two"), z + " " + z + "\n");
+  list = crypto::AllowList::Load(dir.File("two"));
+  ASSERT_FALSE(list.ok());
+  EXPECT_NE(list.status().message().find("one key per line"), std::string::npos) << list.status().message();
+
+  // A secret key file given by mistake is refused, and its secrets are not echoed.
+  const auto k = Keys();
+  ASSERT_TRUE(crypto::WriteKeyFiles(dir.File("s"), k, false).ok());
+  std::filesystem::create_directory(dir.File("d"));
+  std::filesystem::copy_file(dir.File("s.key"), dir.File("d/s.key"));
+  list = crypto::AllowList::Load(dir.File("d"));
+  ASSERT_FALSE(list.ok());
+  EXPECT_NE(list.status().message().find("is a secret key file"), std::string::npos) << list.status().message();
+  EXPECT_EQ(list.status().message().find(crypto::Z85Key(k.curve_secret)), std::string::npos);
+
+  list = crypto::AllowList::Load(dir.File("missing"));
+  EXPECT_EQ(list.status().code(), StatusCode::kNotFound);
+
+  Write(dir.File("empty"), "# nobody yet\n");
+  list = crypto::AllowList::Load(dir.File("empty"));
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->size(), 0u);
+}
+
+// ---- the ZAP handler, spoken to directly (ZeroMQ RFC 27) ----
+
+struct ZapReply {
+  std::string status, text, user_id;
+};
+
+ZapReply AskZap(zmq::context_t& ctx, std::vector<std::string> request) {
+  zmq::socket_t req(ctx, zmq::socket_type::req);
+  req.set(zmq::sockopt::linger, 0);
+  req.connect("inproc://zeromq.zap.01");
+  for (size_t i = 0; i < request.size(); ++i)
+    req.send(zmq::buffer(request[i]), i + 1 < request.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  std::vector<std::string> parts;
+  zmq::pollitem_t item{req.handle(), 0, ZMQ_POLLIN, 0};
+  if (zmq::poll(&item, 1, milliseconds(2000)) == 0) return {"timeout", "", ""};
+  for (bool more = true; more;) {
+    zmq::message_t m;
+    (void)req.recv(m);
+    more = m.more();
+    parts.push_back(m.to_string());
+  }
+  EXPECT_EQ(parts.size(), 6u);
+  EXPECT_EQ(parts[0], "1.0");
+  EXPECT_EQ(parts[1], request.size() > 1 ? request[1] : "");
+  return {parts[2], parts[3], parts[4]};
+}
+
+TEST(ZapHandler, AdmitsListedCurveKeysOnly) {
+  zmq::context_t ctx;
+  const auto a = Keys(), b = Keys();
+  testing::TempDir dir;
+  Write(dir.File("list"), crypto::Z85Key(a.curve_public) + "\n");
+  auto list = std::make_shared<const crypto::AllowList>(crypto::AllowList::Load(dir.File("list")).value());
+  auto zap = ZapHandler::Start(ctx, list);
+  ASSERT_TRUE(zap.ok()) << zap.status().ToString();
+  const auto raw = [](const crypto::KeyPair& k) { return std::string(k.curve_public.begin(), k.curve_public.end()); };
+
+  ZapReply r = AskZap(ctx, {"1.0", "7", kZapDomain, "10.0.0.1", "id", "CURVE", raw(a)});
+  EXPECT_EQ(r.status, "200");
+  EXPECT_EQ(r.user_id, crypto::Z85Key(a.curve_public));
+  r = AskZap(ctx, {"1.0", "8", kZapDomain, "10.0.0.1", "id", "CURVE", raw(b)});
+  EXPECT_EQ(r.status, "400");
+  EXPECT_EQ(r.user_id, "");
+  EXPECT_EQ(r.text, "key not on the allow-list");
+  r = AskZap(ctx, {"1.0", "9", "other", "10.0.0.1", "id", "CURVE", raw(a)});
+  EXPECT_EQ(r.status, "400") << "another ZAP domain";
+  r = AskZap(ctx, {"1.0", "10", kZapDomain, "10.0.0.1", "id", "PLAIN", "user", "password"});
+  EXPECT_EQ(r.status, "400") << "only CURVE";
+  r = AskZap(ctx, {"1.0", "11", kZapDomain, "10.0.0.1", "id", "NULL"});
+  EXPECT_EQ(r.status, "400");
+  r = AskZap(ctx, {"2.0", "12", kZapDomain, "10.0.0.1", "id", "CURVE", raw(a)});
+  EXPECT_EQ(r.status, "500") << "unknown ZAP version";
+  r = AskZap(ctx, {"1.0", "13", kZapDomain});
+  EXPECT_EQ(r.status, "500") << "truncated request";
+  r = AskZap(ctx, {"1.0", "14", kZapDomain, "10.0.0.1", "id", "CURVE", "short key"});
+  EXPECT_EQ(r.status, "400");
+  EXPECT_EQ((*zap)->stats().allowed, 1u);
+  EXPECT_EQ((*zap)->stats().refused, 7u);
+
+  // Replacing the list applies to the next request.
+  Write(dir.File("list2"), crypto::Z85Key(b.curve_public) + "\n");
+  (*zap)->Replace(std::make_shared<const crypto::AllowList>(crypto::AllowList::Load(dir.File("list2")).value()));
+  EXPECT_EQ(AskZap(ctx, {"1.0", "15", kZapDomain, "a", "id", "CURVE", raw(b)}).status, "200");
+  EXPECT_EQ(AskZap(ctx, {"1.0", "16", kZapDomain, "a", "id", "CURVE", raw(a)}).status, "400");
+  // One handler per context.
+  EXPECT_FALSE(ZapHandler::Start(ctx, list).ok());
+}
+
+// ---- channels over CURVE on 127.0.0.1 ----
+
+class CurveChannels : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Write(dir_.File("list"), crypto::Z85Key(alice_.curve_public) + "\n");
+    list_ = std::make_shared<const crypto::AllowList>(crypto::AllowList::Load(dir_.File("list")).value());
+    zap_ = ZapHandler::Start(ctx_, list_).value();
+    SocketOptions so;
+    so.curve = std::make_shared<const crypto::KeyPair>(server_);
+    server_channel_ = ServerChannel::Bind(ctx_, "tcp://127.0.0.1:*", so).value();
+  }
+  std::unique_ptr<ClientChannel> Connect(const crypto::KeyPair* keys, const crypto::KeyPair& server_key) {
+    SocketOptions so;
+    if (keys) {
+      so.curve = std::make_shared<const crypto::KeyPair>(*keys);
+      so.server_key = server_key.curve_public;
+    }
+    return ClientChannel::Connect(client_ctx_, server_channel_->endpoint(), so).value();
+  }
+  // Sends `text` until the server receives it (or 5 s pass); returns what arrived.
+  std::optional<ServerChannel::Inbound> Deliver(ClientChannel& c, const std::string& text) {
+    const std::vector<uint8_t> bytes(text.begin(), text.end());
+    const auto until = std::chrono::steady_clock::now() + seconds(5);
+    while (std::chrono::steady_clock::now() < until) {
+      (void)c.Send(bytes, milliseconds(20));
+      (void)c.Recv(milliseconds(20));  // runs the handshake bookkeeping
+      auto in = server_channel_->Recv(milliseconds(20));
+      if (in.ok() && *in) return std::move(**in);
+    }
+    return std::nullopt;
+  }
+  // Lets the client run until its handshake has failed `n` times in a row (or 5 s pass).
+  void RunUntilFailures(ClientChannel& c, uint64_t n) {
+    const auto until = std::chrono::steady_clock::now() + seconds(5);
+    while (c.handshake_failures_in_a_row() < n && std::chrono::steady_clock::now() < until) {
+      (void)c.Recv(milliseconds(20));
+      (void)server_channel_->Recv(milliseconds(1));
+    }
+  }
+
+  testing::TempDir dir_;
+  const crypto::KeyPair server_ = Keys(), alice_ = Keys(), bob_ = Keys();
+  zmq::context_t ctx_, client_ctx_;
+  std::shared_ptr<const crypto::AllowList> list_;
+  std::unique_ptr<ZapHandler> zap_;
+  std::unique_ptr<ServerChannel> server_channel_;
+};
+
+TEST_F(CurveChannels, ListedClientArrivesWithItsKeyAsUserId) {
+  auto alice = Connect(&alice_, server_);
+  auto in = Deliver(*alice, "hello");
+  ASSERT_TRUE(in.has_value());
+  EXPECT_EQ(in->user_id, crypto::Z85Key(alice_.curve_public));
+  EXPECT_EQ(in->frame.to_string(), "hello");
+  EXPECT_TRUE(server_channel_->secure());
+  EXPECT_EQ(alice->handshake_failures_in_a_row(), 0u);
+  EXPECT_GE(server_channel_->handshakes().succeeded, 1u);
+}
+
+TEST_F(CurveChannels, UnlistedClientIsRefusedThenAdmittedAfterReplace) {
+  auto bob = Connect(&bob_, server_);
+  RunUntilFailures(*bob, 2);
+  EXPECT_GE(bob->handshake_failures_in_a_row(), 2u) << "refused, and retried by the channel itself";
+  EXPECT_TRUE(bob->last_failure_was_auth());
+  EXPECT_NE(bob->last_handshake_failure().find("ZAP status 400"), std::string::npos) << bob->last_handshake_failure();
+  auto nothing = server_channel_->Recv(milliseconds(100));
+  ASSERT_TRUE(nothing.ok());
+  EXPECT_FALSE(nothing->has_value()) << "nothing from an unlisted key reaches the server's reader";
+  EXPECT_GE(server_channel_->handshakes().failed_auth, 2u);
+
+  Write(dir_.File("list"), crypto::Z85Key(bob_.curve_public) + "\n");
+  zap_->Replace(std::make_shared<const crypto::AllowList>(crypto::AllowList::Load(dir_.File("list")).value()));
+  auto in = Deliver(*bob, "let me in");
+  ASSERT_TRUE(in.has_value()) << bob->last_handshake_failure();
+  EXPECT_EQ(in->user_id, crypto::Z85Key(bob_.curve_public));
+  EXPECT_EQ(bob->handshake_failures_in_a_row(), 0u);
+}
+
+TEST_F(CurveChannels, WrongServerKeyAndMissingKeysFailTheHandshake) {
+  const crypto::KeyPair impostor = Keys();
+  auto alice = Connect(&alice_, impostor);  // pins a key the server does not hold
+  RunUntilFailures(*alice, 2);
+  EXPECT_GE(alice->handshake_failures_in_a_row(), 2u);
+  EXPECT_FALSE(alice->last_failure_was_auth());
+  auto plain = Connect(nullptr, server_);
+  RunUntilFailures(*plain, 2);
+  EXPECT_GE(plain->handshake_failures_in_a_row(), 2u);
+  auto nothing = server_channel_->Recv(milliseconds(100));
+  ASSERT_TRUE(nothing.ok());
+  EXPECT_FALSE(nothing->has_value());
+  EXPECT_GE(server_channel_->handshakes().failed_protocol, 1u) << "the server could not decrypt the impostor's HELLO";
+}
+
+TEST(Channels, LoopbackEndpoints) {
+  for (const char* ep : {"tcp://127.0.0.1:7070", "tcp://127.1.2.3:1", "tcp://localhost:7070", "tcp://[::1]:7070",
+                         "inproc://x", "ipc:///tmp/x"})
+    EXPECT_TRUE(IsLoopbackEndpoint(ep)) << ep;
+  for (const char* ep : {"tcp://*:7070", "tcp://0.0.0.0:7070", "tcp://10.0.0.1:7070", "tcp://example.com:7070",
+                         "tcp://127example.com:1"})
+    EXPECT_FALSE(IsLoopbackEndpoint(ep)) << ep;
+}
+
+}  // namespace
+}  // namespace shoal::transport
