@@ -107,6 +107,7 @@ int main(int argc, char** argv) {
       ("partition-scheme", po::value(&to.partition_scheme)->default_value(to.partition_scheme), "iid or dirichlet:ALPHA")
       ("seed", po::value(&seed), "must equal the aggregator's --seed if given (the split derives from it)")
       ("device", po::value(&to.device)->default_value(to.device), "auto, cpu or cuda[:N]")
+      ("precision", po::value(&to.precision)->default_value(to.precision), "GEMM precision: fp32, tf32, bf16 or fp16 (fp32 master weights; fp16 with dynamic loss scaling)")
       ("connect-timeout", po::value(&connect_timeout_s)->default_value(connect_timeout_s), "seconds to wait for the aggregator to answer")
       ("reconnect-timeout", po::value(&reconnect_timeout_s)->default_value(reconnect_timeout_s), "seconds to keep retrying after losing it")
       ("max-frame", po::value(&max_frame)->default_value(max_frame), "largest frame accepted (bytes, or K/M/G)")

@@ -114,6 +114,13 @@ struct BuiltinTrainerOptions {
   // process derives the same parts. If set, this must equal the task's seed (checked).
   std::optional<uint64_t> seed;
   std::string device = "auto";             // "auto" | "cpu" | "cuda[:N]"
+  // Compute precision of the model's GEMMs: "fp32", "tf32", "bf16" or "fp16" (fp32 master
+  // weights and gradients in every case; fp16 adds dynamic loss scaling and skips, and counts,
+  // steps whose gradients overflow). Default: fp32.
+  std::string precision = "fp32";
+  // fp16 only: the initial dynamic loss scale (halved on every overflowing step, doubled
+  // after 2000 clean steps in a row). Default: 65536.
+  float fp16_loss_scale = 65536.0f;
 };
 StatusOr<std::unique_ptr<Trainer>> MakeBuiltinTrainer(const BuiltinTrainerOptions& options);
 

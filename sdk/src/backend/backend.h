@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "backend/precision.h"
 #include "shoal/status.h"
 
 namespace shoal {
@@ -30,8 +31,14 @@ class Backend {
   // Linear algebra -----------------------------------------------------------------------
   // C[m,n] = alpha * op(A) * op(B) + beta * C, op(A) is [m,k], op(B) is [k,n].
   // A is stored [m,k] (or [k,m] when trans_a), B is [k,n] (or [n,k] when trans_b).
-  virtual void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
-                    const float* b, float beta, float* c) = 0;
+  // `precision` other than fp32 rounds A and B to that format and accumulates in fp32
+  // (tensor cores on CUDA; the same rounding, emulated, on the CPU). C is always fp32.
+  virtual void GemmEx(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+                      const float* b, float beta, float* c, Precision precision) = 0;
+  void Gemm(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a, const float* b,
+            float beta, float* c) {
+    GemmEx(trans_a, trans_b, m, n, k, alpha, a, b, beta, c, Precision::kFp32);
+  }
   // y += alpha * x
   virtual void Axpy(size_t n, float alpha, const float* x, float* y) = 0;
   // x *= alpha
@@ -48,6 +55,25 @@ class Backend {
   // Exact GELU: x * Phi(x) with the error function (PyTorch's default).
   virtual void Gelu(size_t n, const float* x, float* y) = 0;
   virtual void GeluBackward(size_t n, const float* x, const float* dy, float* dx) = 0;
+
+  // Normalization and embeddings ----------------------------------------------------------------
+  // Layer norm over each row of x[rows, cols]: y = (x - mean) * rstd * gamma + beta, with
+  // rstd = 1 / sqrt(var + eps) (biased variance, as torch.nn.LayerNorm). Also writes mean[rows]
+  // and rstd[rows] for the backward pass.
+  virtual void LayerNorm(int rows, int cols, const float* x, const float* gamma, const float* beta, float eps,
+                         float* y, float* mean, float* rstd) = 0;
+  // From dy[rows, cols]: OVERWRITES dx[rows, cols], dgamma[cols] and dbeta[cols].
+  virtual void LayerNormBackward(int rows, int cols, const float* x, const float* gamma, const float* mean,
+                                 const float* rstd, const float* dy, float* dx, float* dgamma, float* dbeta) = 0;
+  // out[r, :] = table[ids[r], :] for r < rows; every id must be in [0, vocab) (callers check).
+  virtual void EmbeddingGather(int rows, int dim, const float* table, const int32_t* ids, float* out) = 0;
+  // dtable[ids[r], :] += dout[r, :] (ids may repeat; on CUDA the order of the additions is not fixed).
+  virtual void EmbeddingScatterAdd(int rows, int dim, const float* dout, const int32_t* ids, float* dtable) = 0;
+
+  // Reductions (result on the host) ----------------------------------------------------------
+  // sum of x[i]^2, accumulated in double; NaN or Inf anywhere gives a non-finite result, which
+  // is how mixed precision detects an overflowed gradient.
+  virtual double SumSquares(size_t n, const float* x) = 0;
 
   // Loss ----------------------------------------------------------------------------------------
   // Mean softmax cross-entropy over `rows` examples of `cols` classes. Writes d(loss)/d(logits)

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <vector>
 
 #include "backend/backend.h"
 
@@ -31,8 +32,17 @@ class CpuBackend final : public Backend {
   void CopyToHost(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void CopyOnDevice(void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes); }
 
-  void Gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, const float* b,
-            float beta, float* c) override {
+  void GemmEx(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, const float* b, float beta,
+              float* c, Precision precision) override {
+    if (precision != Precision::kFp32) {
+      // Tensor-core semantics, emulated: operands rounded to the format, fp32 accumulation.
+      round_a_.assign(a, a + static_cast<size_t>(m) * k);
+      round_b_.assign(b, b + static_cast<size_t>(k) * n);
+      RoundTo(precision, round_a_.data(), round_a_.size());
+      RoundTo(precision, round_b_.data(), round_b_.size());
+      a = round_a_.data();
+      b = round_b_.data();
+    }
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k,
                 alpha, a, ta ? m : k, b, tb ? k : n, beta, c, n);
   }
@@ -72,6 +82,67 @@ class CpuBackend final : public Backend {
       float pdf = kInvSqrt2Pi * std::exp(-0.5f * x[i] * x[i]);
       dx[i] = dy[i] * (cdf + x[i] * pdf);
     }
+  }
+
+  void LayerNorm(int rows, int cols, const float* x, const float* gamma, const float* beta, float eps, float* y,
+                 float* mean, float* rstd) override {
+    for (int r = 0; r < rows; ++r) {
+      const float* xr = x + static_cast<size_t>(r) * cols;
+      double s = 0.0, ss = 0.0;
+      for (int c = 0; c < cols; ++c) s += xr[c];
+      const double mu = s / cols;
+      for (int c = 0; c < cols; ++c) ss += (xr[c] - mu) * (xr[c] - mu);
+      const float m = static_cast<float>(mu);
+      const float rs = static_cast<float>(1.0 / std::sqrt(ss / cols + static_cast<double>(eps)));
+      mean[r] = m;
+      rstd[r] = rs;
+      float* yr = y + static_cast<size_t>(r) * cols;
+      for (int c = 0; c < cols; ++c) yr[c] = (xr[c] - m) * rs * gamma[c] + beta[c];
+    }
+  }
+  void LayerNormBackward(int rows, int cols, const float* x, const float* gamma, const float* mean, const float* rstd,
+                         const float* dy, float* dx, float* dgamma, float* dbeta) override {
+    std::vector<double> dg(static_cast<size_t>(cols), 0.0), db(static_cast<size_t>(cols), 0.0);
+    for (int r = 0; r < rows; ++r) {
+      const float* xr = x + static_cast<size_t>(r) * cols;
+      const float* dyr = dy + static_cast<size_t>(r) * cols;
+      float* dxr = dx + static_cast<size_t>(r) * cols;
+      // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * gamma.
+      double sum_g = 0.0, sum_gx = 0.0;
+      for (int c = 0; c < cols; ++c) {
+        const float xhat = (xr[c] - mean[r]) * rstd[r];
+        const float g = dyr[c] * gamma[c];
+        sum_g += g;
+        sum_gx += static_cast<double>(g) * xhat;
+        dg[static_cast<size_t>(c)] += static_cast<double>(dyr[c]) * xhat;
+        db[static_cast<size_t>(c)] += dyr[c];
+      }
+      const float mg = static_cast<float>(sum_g / cols), mgx = static_cast<float>(sum_gx / cols);
+      for (int c = 0; c < cols; ++c) {
+        const float xhat = (xr[c] - mean[r]) * rstd[r];
+        dxr[c] = rstd[r] * (dyr[c] * gamma[c] - mg - xhat * mgx);
+      }
+    }
+    for (int c = 0; c < cols; ++c) {
+      dgamma[c] = static_cast<float>(dg[static_cast<size_t>(c)]);
+      dbeta[c] = static_cast<float>(db[static_cast<size_t>(c)]);
+    }
+  }
+  void EmbeddingGather(int rows, int dim, const float* table, const int32_t* ids, float* out) override {
+    for (int r = 0; r < rows; ++r)
+      std::memcpy(out + static_cast<size_t>(r) * dim, table + static_cast<size_t>(ids[r]) * dim, sizeof(float) * dim);
+  }
+  void EmbeddingScatterAdd(int rows, int dim, const float* dout, const int32_t* ids, float* dtable) override {
+    for (int r = 0; r < rows; ++r) {
+      float* t = dtable + static_cast<size_t>(ids[r]) * dim;
+      const float* d = dout + static_cast<size_t>(r) * dim;
+      for (int c = 0; c < dim; ++c) t[c] += d[c];
+    }
+  }
+  double SumSquares(size_t n, const float* x) override {
+    double s = 0.0;
+    for (size_t i = 0; i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+    return s;
   }
 
   void SoftmaxCrossEntropy(int rows, int cols, const float* logits, const int32_t* labels, float* dlogits,
@@ -130,6 +201,9 @@ class CpuBackend final : public Backend {
       w[i] -= step_size * m[i] / denom;
     }
   }
+
+ private:
+  std::vector<float> round_a_, round_b_;  // GemmEx operands rounded to a reduced precision
 };
 
 }  // namespace

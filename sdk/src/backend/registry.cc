@@ -38,7 +38,10 @@ StatusOr<std::unique_ptr<Backend>> MakeBackend(const std::string& device) {
       }
     }
 #if SHOAL_HAVE_CUDA
-    return MakeCudaBackend(index);
+    auto cuda = MakeCudaBackend(index);
+    if (!cuda.ok()) return cuda.status().WithContext("--device " + device);
+    spdlog::info("device {}: using {}", device, (*cuda)->name());
+    return cuda;
 #else
     return Status::Unavailable("--device " + device +
                                ": this build of Shoal has no CUDA backend (rebuild with nvcc present, "

@@ -13,6 +13,7 @@
 #include "shoal/data.h"
 #include "nn/demo_optimizer.h"
 #include "nn/evaluate.h"
+#include "nn/loss_scaler.h"
 #include "nn/mlp.h"
 #include "nn/model_spec.h"
 #include "nn/optimizer.h"
@@ -31,10 +32,18 @@ Rng ShuffleRng(uint64_t seed, uint64_t round, uint32_t partition) {
   return Rng(seed ^ kShuffleSeedTag, (round << 32) | partition);
 }
 
+nn::DynamicLossScaler::Options ScalerOptions(const BuiltinTrainerOptions& o) {
+  nn::DynamicLossScaler::Options s;
+  s.init_scale = o.fp16_loss_scale;
+  return s;
+}
+
 class BuiltinTrainer final : public Trainer {
  public:
-  BuiltinTrainer(BuiltinTrainerOptions options, data::Dataset dataset, std::unique_ptr<Backend> backend)
-      : options_(std::move(options)), dataset_(std::move(dataset)), backend_(std::move(backend)) {}
+  BuiltinTrainer(BuiltinTrainerOptions options, data::Dataset dataset, std::unique_ptr<Backend> backend,
+                 Precision precision)
+      : options_(std::move(options)), dataset_(std::move(dataset)), backend_(std::move(backend)),
+        precision_(precision), scaler_(ScalerOptions(options_)) {}
 
   std::string name() const override { return "builtin"; }
   Status Configure(const TaskConfig& task) override;
@@ -47,6 +56,8 @@ class BuiltinTrainer final : public Trainer {
   BuiltinTrainerOptions options_;
   data::Dataset dataset_;  // everything the loader returned (train + held-out)
   std::unique_ptr<Backend> backend_;
+  Precision precision_;
+  nn::DynamicLossScaler scaler_;  // fp16 only; lives as long as the trainer (as GradScaler)
 
   // Set by Configure().
   bool configured_ = false;
@@ -109,6 +120,7 @@ Status BuiltinTrainer::Configure(const TaskConfig& task) {
   task_ = task;
   local_ = std::move(local);
   model_ = std::move(model);
+  model_->set_precision(precision_);
   optimizer_ = std::move(optimizer);
   demo_ = demo;
   w_ = DeviceArray<float>(backend_.get(), n);
@@ -117,9 +129,10 @@ Status BuiltinTrainer::Configure(const TaskConfig& task) {
   batch_x_ = DeviceArray<float>(backend_.get(), static_cast<size_t>(task.batch_size) * local_.dim);
   batch_y_ = DeviceArray<int32_t>(backend_.get(), task.batch_size);
   configured_ = true;
-  spdlog::info("builtin trainer: {} on {} part {}/{} ({}): {} examples, {} parameters, backend {}",
+  spdlog::info("builtin trainer: {} on {} part {}/{} ({}): {} examples, {} parameters, backend {}, precision {}",
                nn::ModelSpecToString(model_->spec()), dataset_.name, options_.partition_index,
-               options_.partition_count, options_.partition_scheme, local_.n, n, backend_->name());
+               options_.partition_count, options_.partition_scheme, local_.n, n, backend_->name(),
+               PrecisionName(precision_));
   return Status::Ok();
 }
 
@@ -176,6 +189,7 @@ Status BuiltinTrainer::Train(std::span<const float> global, const RoundConfig& r
   double loss_sum = 0.0;
   int64_t correct = 0;
   uint64_t examples = 0;
+  uint64_t skipped = 0;  // fp16 steps skipped for overflow
   const int64_t progress_every = std::max<int64_t>(1, total_steps / 20);
   for (int64_t step = 0; step < total_steps; ++step) {
     if (ctx.cancelled())
@@ -199,22 +213,31 @@ Status BuiltinTrainer::Train(std::span<const float> global, const RoundConfig& r
 
     double batch_loss = 0.0;
     int64_t batch_correct = 0;
+    const bool scaled = precision_ == Precision::kFp16;
+    const float loss_scale = scaled ? scaler_.scale() : 1.0f;
     model_->ForwardBackward(w_.get(), batch_x_.get(), batch_y_.get(), rows, grads_.get(), &batch_loss,
-                            &batch_correct);
+                            &batch_correct, loss_scale);
     if (!std::isfinite(batch_loss))
       return Status::InvalidArgument("training diverged in round " + std::to_string(round.round) + " at step " +
                                      std::to_string(step) + " (loss is not finite); learning rate " +
                                      std::to_string(lr) + " is probably too high");
-    // FedProx: the proximal term mu/2 |w - w_global|^2 adds mu (w - w_global) to the gradient.
-    if (round.prox_mu > 0.0f) {
-      backend_->Axpy(n, round.prox_mu, w_.get(), grads_.get());
-      backend_->Axpy(n, -round.prox_mu, w_global_.get(), grads_.get());
-    }
-    optimizer_->Step(w_.get(), grads_.get());
-
     loss_sum += batch_loss;
     correct += batch_correct;
     examples += static_cast<uint64_t>(rows);
+    // fp16: a scaled gradient that overflowed skips the step and halves the scale.
+    const bool overflow = scaled && !std::isfinite(backend_->SumSquares(n, grads_.get()));
+    if (scaled) scaler_.Update(overflow);
+    if (overflow) {
+      ++skipped;
+    } else {
+      if (scaled) backend_->Scale(n, 1.0f / loss_scale, grads_.get());
+      // FedProx: the proximal term mu/2 |w - w_global|^2 adds mu (w - w_global) to the gradient.
+      if (round.prox_mu > 0.0f) {
+        backend_->Axpy(n, round.prox_mu, w_.get(), grads_.get());
+        backend_->Axpy(n, -round.prox_mu, w_global_.get(), grads_.get());
+      }
+      optimizer_->Step(w_.get(), grads_.get());
+    }
     if (ctx.progress && ((step + 1) % progress_every == 0 || step + 1 == total_steps))
       ctx.progress(static_cast<float>(step + 1) / static_cast<float>(total_steps));
   }
@@ -235,6 +258,13 @@ Status BuiltinTrainer::Train(std::span<const float> global, const RoundConfig& r
   out->num_examples = examples;
   const double denom = examples > 0 ? static_cast<double>(examples) : 1.0;
   out->metrics = {{"train_loss", loss_sum / denom}, {"train_accuracy", static_cast<double>(correct) / denom}};
+  if (precision_ == Precision::kFp16) {
+    out->metrics.emplace_back("skipped_steps", static_cast<double>(skipped));
+    out->metrics.emplace_back("loss_scale", scaler_.scale());
+    if (skipped > 0)
+      spdlog::info("builtin trainer: round {}: {} of {} fp16 steps overflowed and were skipped (loss scale now {})",
+                   round.round, skipped, total_steps, scaler_.scale());
+  }
   spdlog::debug("builtin trainer: round {}: {} steps, {} examples, train_loss {:.4f}, train_accuracy {:.4f}",
                 round.round, total_steps, examples, loss_sum / denom, static_cast<double>(correct) / denom);
   return Status::Ok();
@@ -259,9 +289,12 @@ StatusOr<std::unique_ptr<Trainer>> MakeBuiltinTrainer(const BuiltinTrainerOption
   const std::string data_dir = options.data_dir.empty() ? data::DefaultDataDir() : options.data_dir;
   // Fail fast, with the loader's own message (it names the file and how to get it).
   SHOAL_ASSIGN_OR_RETURN(data::Dataset dataset, data::LoadDataset(options.dataset, data_dir));
+  SHOAL_ASSIGN_OR_RETURN(Precision precision, ParsePrecision(options.precision));
+  if (!(options.fp16_loss_scale >= 1.0f && options.fp16_loss_scale <= 3.0e38f))
+    return Status::InvalidArgument("fp16 loss scale must be in [1, 3e38], got " + std::to_string(options.fp16_loss_scale));
   SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, MakeBackend(options.device));
   return std::unique_ptr<Trainer>(
-      std::make_unique<BuiltinTrainer>(options, std::move(dataset), std::move(backend)));
+      std::make_unique<BuiltinTrainer>(options, std::move(dataset), std::move(backend), precision));
 }
 
 }  // namespace shoal

@@ -23,14 +23,16 @@ class Linear {
   size_t bias_offset() const { return bias_offset_; }
   size_t num_params() const { return static_cast<size_t>(in_) * out_ + out_; }
 
-  // y[batch, out] = x[batch, in] W + b. `params` is the whole arena.
-  void Forward(Backend* backend, const float* params, const float* x, int batch, float* y) const;
+  // y[batch, out] = x[batch, in] W + b. `params` is the whole arena. `precision`: the GEMMs'
+  // operand precision (mixed precision; the arena itself stays fp32).
+  void Forward(Backend* backend, const float* params, const float* x, int batch, float* y,
+               Precision precision = Precision::kFp32) const;
 
   // Given dy = dL/dy [batch, out] and the forward input x, OVERWRITES this layer's slots of
   // the gradient arena `grads` with dL/dW = x^T dy and dL/db = sum over rows of dy, and, when
   // dx is not null, writes dL/dx = dy W^T [batch, in].
   void Backward(Backend* backend, const float* params, const float* x, const float* dy, int batch,
-                float* grads, float* dx) const;
+                float* grads, float* dx, Precision precision = Precision::kFp32) const;
 
  private:
   int in_;

@@ -97,12 +97,12 @@ void Mlp::RunForward(const float* params, const float* x, int batch, float* logi
   const float* in = x;
   const size_t last = layers_.size() - 1;
   for (size_t i = 0; i < last; ++i) {
-    layers_[i].Forward(backend_, params, in, batch, pre_[i].get());
+    layers_[i].Forward(backend_, params, in, batch, pre_[i].get(), precision_);
     ActivationForward(backend_, activation_, static_cast<size_t>(batch) * layers_[i].out(), pre_[i].get(),
                       post_[i].get());
     in = post_[i].get();
   }
-  layers_[last].Forward(backend_, params, in, batch, logits);
+  layers_[last].Forward(backend_, params, in, batch, logits, precision_);
 }
 
 void Mlp::Forward(const float* params, const float* x, int batch, float* logits) {
@@ -124,20 +124,21 @@ void Mlp::ForwardLoss(const float* params, const float* x, const int32_t* y, int
 }
 
 void Mlp::ForwardBackward(const float* params, const float* x, const int32_t* y, int batch, float* grads,
-                          double* loss_sum, int64_t* correct) {
+                          double* loss_sum, int64_t* correct, float loss_scale) {
   LossSums sums;
   if (batch > 0) {
     EnsureScratch(batch);
     RunForward(params, x, batch, logits_.get());
     // dL/dlogits into grad_a_.
     sums = SoftmaxCrossEntropy(backend_, batch, num_classes_, logits_.get(), y, grad_a_.get());
+    if (loss_scale != 1.0f) backend_->Scale(static_cast<size_t>(batch) * num_classes_, loss_scale, grad_a_.get());
     // Walk the layers top-down. Invariant: grad_a_ holds dL/d(output of layer i) before the
     // activation, i.e. dL/d(pre_[i]) for hidden layers and dL/dlogits for the last one.
     for (size_t i = layers_.size(); i-- > 0;) {
       const float* input = i == 0 ? x : post_[i - 1].get();
       // The first layer's dL/dx is never needed: skip that GEMM.
       float* dinput = i == 0 ? nullptr : grad_b_.get();
-      layers_[i].Backward(backend_, params, input, grad_a_.get(), batch, grads, dinput);
+      layers_[i].Backward(backend_, params, input, grad_a_.get(), batch, grads, dinput, precision_);
       if (i > 0) {
         // dL/d(pre_[i-1]) = f'(pre_[i-1]) * dL/d(post_[i-1]), back into grad_a_.
         ActivationBackward(backend_, activation_, static_cast<size_t>(batch) * layers_[i - 1].out(),

@@ -46,12 +46,18 @@ class Mlp {
   // the same bytes on every platform.
   void Init(ParameterArena* host_params, uint64_t seed) const;
 
+  // Mixed precision: every GEMM rounds its operands to `p` and accumulates in fp32; the
+  // parameters, activations and gradients stay fp32 (the "master" copy). Default: fp32.
+  void set_precision(Precision p) { precision_ = p; }
+  Precision precision() const { return precision_; }
+
   // One training pass over a batch: forward, loss, backward. OVERWRITES the gradient arena
-  // `grads` with d(mean loss over the batch)/d(params). x is [batch, input_dim], y holds
-  // labels in [0, num_classes). On the host, *loss_sum receives the summed (not mean) loss
-  // and *correct the number of rows classified correctly (either may be null).
+  // `grads` with loss_scale * d(mean loss over the batch)/d(params) (loss_scale > 1 keeps
+  // small fp16 gradients from flushing to zero; the caller unscales). x is [batch, input_dim],
+  // y holds labels in [0, num_classes). On the host, *loss_sum receives the summed (not mean)
+  // loss and *correct the number of rows classified correctly (either may be null).
   void ForwardBackward(const float* params, const float* x, const int32_t* y, int batch, float* grads,
-                       double* loss_sum, int64_t* correct);
+                       double* loss_sum, int64_t* correct, float loss_scale = 1.0f);
 
   // logits[batch, num_classes] for x[batch, input_dim].
   void Forward(const float* params, const float* x, int batch, float* logits);
@@ -73,6 +79,7 @@ class Mlp {
   int64_t input_dim_;
   int32_t num_classes_;
   Backend* backend_;
+  Precision precision_ = Precision::kFp32;
   std::vector<Linear> layers_;  // fc0 ... fcL; the last one produces the logits
   size_t num_params_ = 0;
   int max_width_ = 0;           // widest layer output (hidden or classes)

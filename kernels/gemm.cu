@@ -1,0 +1,44 @@
+#include "check.cuh"
+#include "convert.cuh"
+#include "gemm.cuh"
+
+#include <algorithm>
+
+namespace shoal::cuda {
+
+void Gemm(cublasHandle_t h, cudaStream_t s, bool ta, bool tb, int m, int n, int k, float alpha, const float* a,
+          const float* b, float beta, float* c, Precision p, void* a16, void* b16) {
+  if (m <= 0 || n <= 0) return;
+  const cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  // Leading dimensions as cblas's row-major ones; at least 1 even for k == 0 (C = beta C).
+  const int lda = std::max(1, ta ? m : k), ldb = std::max(1, tb ? k : n);
+  SHOAL_CUDA_CHECK(cublasSetStream(h, s));
+  switch (p) {
+    case Precision::kFp32:
+      SHOAL_CUDA_CHECK(cublasSgemm(h, op_b, op_a, n, m, k, &alpha, b, ldb, a, lda, &beta, c, n));
+      return;
+    case Precision::kTf32:
+      SHOAL_CUDA_CHECK(cublasGemmEx(h, op_b, op_a, n, m, k, &alpha, b, CUDA_R_32F, ldb, a, CUDA_R_32F, lda, &beta, c,
+                                    CUDA_R_32F, n, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_GEMM_DEFAULT));
+      return;
+    case Precision::kBf16:
+    case Precision::kFp16: {
+      const size_t na = static_cast<size_t>(m) * k, nb = static_cast<size_t>(k) * n;
+      cudaDataType_t type;
+      if (p == Precision::kBf16) {
+        LaunchToBf16(s, na, a, static_cast<__nv_bfloat16*>(a16));
+        LaunchToBf16(s, nb, b, static_cast<__nv_bfloat16*>(b16));
+        type = CUDA_R_16BF;
+      } else {
+        LaunchToHalf(s, na, a, static_cast<__half*>(a16));
+        LaunchToHalf(s, nb, b, static_cast<__half*>(b16));
+        type = CUDA_R_16F;
+      }
+      SHOAL_CUDA_CHECK(cublasGemmEx(h, op_b, op_a, n, m, k, &alpha, b16, type, ldb, a16, type, lda, &beta, c,
+                                    CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+      return;
+    }
+  }
+}
+
+}  // namespace shoal::cuda
