@@ -23,14 +23,6 @@ namespace shoal {
 
 using Clock = std::chrono::steady_clock;
 
-namespace {
-// FNV-1a of the client name: a portable private seed (std::hash differs between libraries).
-uint64_t NameSeed(const std::string& name) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ULL;
-  return h;
-}
-}  // namespace
 using std::chrono::milliseconds;
 using wire::ErrorCode;
 
@@ -190,7 +182,7 @@ Status Client::Impl::FinishTraining() {
   // Compress (with error feedback when the codec has it). The private seed is this client's.
   const auto encode_start = Clock::now();
   auto payload = up_codec_->Encode(
-      train_result_.delta, codec::MakeRoundContext(welcome_->task.seed, round, NameSeed(o_.name)));
+      train_result_.delta, codec::MakeRoundContext(welcome_->task.seed, round, codec::NameSeed(o_.name)));
   if (!payload.ok()) return payload.status().WithContext("encoding the update");
   train_result_.metrics.emplace_back("encode_seconds",
                                      std::chrono::duration<double>(Clock::now() - encode_start).count());
@@ -447,20 +439,7 @@ Status Client::Impl::ConfigureSecurity(transport::SocketOptions& so) {
 }
 
 Status Client::Impl::HandshakeError() const {
-  const std::string attempts = std::to_string(channel_->handshake_failures_in_a_row());
-  const std::string& why = channel_->last_handshake_failure();
-  if (channel_->last_failure_was_auth())
-    return Status::PermissionDenied("the aggregator at " + o_.connect + " refused this client's key " + public_key_ +
-                                    " (" + why + ", " + attempts +
-                                    " attempts): ask its operator to add this client's .pub file to --allow-keys");
-  // Without keys, a CURVE server just closes the connection: the likeliest cause.
-  const std::string hint =
-      public_key_.empty() ? "if the aggregator uses CURVE security, pass --secret-key and --server-key"
-      : why.find("mechanisms differ") != std::string::npos
-          ? "the aggregator does not use CURVE (started without --secret-key?)"
-          : "check that --server-key is this aggregator's public key";
-  return Status::Unavailable("the handshake with the aggregator at " + o_.connect + " failed " + attempts +
-                             " times: " + why + "; " + hint);
+  return transport::HandshakeFailure(*channel_, "the aggregator at " + o_.connect, public_key_);
 }
 
 Status Client::Impl::Run() {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "codec/codec.h"
 #include "core/rng.h"
@@ -16,6 +17,14 @@ inline RoundContext MakeRoundContext(uint64_t task_seed, uint64_t round, uint64_
   ctx.shared_seed = Rng(task_seed ^ 0x5ea4ed5eedULL, round).NextU64();
   ctx.private_seed = Rng(private_seed, round).NextU64();
   return ctx;
+}
+
+// An encoder's private seed from its name: FNV-1a, portable (std::hash differs between
+// standard libraries).
+inline uint64_t NameSeed(const std::string& name) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : name) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
 }
 
 }  // namespace shoal::codec

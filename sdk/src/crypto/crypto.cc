@@ -18,10 +18,15 @@ void EnsureInit() {
   }
 }
 
-std::string HashHex(std::span<const uint8_t> bytes) {
+std::array<uint8_t, 32> Hash256(std::span<const uint8_t> bytes) {
   EnsureInit();
-  std::array<unsigned char, crypto_generichash_BYTES> digest{};
+  std::array<uint8_t, 32> digest{};
   crypto_generichash(digest.data(), digest.size(), bytes.data(), bytes.size(), nullptr, 0);
+  return digest;
+}
+
+std::string HashHex(std::span<const uint8_t> bytes) {
+  const std::array<uint8_t, 32> digest = Hash256(bytes);
   std::string hex(digest.size() * 2 + 1, '\0');
   sodium_bin2hex(hex.data(), hex.size(), digest.data(), digest.size());
   hex.pop_back();
@@ -30,6 +35,18 @@ std::string HashHex(std::span<const uint8_t> bytes) {
 
 std::string ModelHash(std::span<const float> params) {
   return HashHex({reinterpret_cast<const uint8_t*>(params.data()), params.size_bytes()});
+}
+
+Signature Sign(std::span<const uint8_t> message, std::span<const uint8_t, 64> secret_key) {
+  EnsureInit();
+  Signature sig{};
+  crypto_sign_detached(sig.data(), nullptr, message.data(), message.size(), secret_key.data());
+  return sig;
+}
+
+bool Verify(const Signature& signature, std::span<const uint8_t> message, std::span<const uint8_t, 32> public_key) {
+  EnsureInit();
+  return crypto_sign_verify_detached(signature.data(), message.data(), message.size(), public_key.data()) == 0;
 }
 
 uint64_t RandomU64() {

@@ -20,4 +20,13 @@ std::string ModelHash(std::span<const float> params);
 // Uniformly random 64-bit value from the OS CSPRNG (session ids).
 uint64_t RandomU64();
 
+// BLAKE2b-256 of `bytes` (raw digest).
+std::array<uint8_t, 32> Hash256(std::span<const uint8_t> bytes);
+
+// Ed25519 (RFC 8032) detached signatures: secret_key is libsodium's 64-byte form (seed ||
+// public key), as shoal-keygen stores it.
+using Signature = std::array<uint8_t, 64>;
+Signature Sign(std::span<const uint8_t> message, std::span<const uint8_t, 64> secret_key);
+bool Verify(const Signature& signature, std::span<const uint8_t> message, std::span<const uint8_t, 32> public_key);
+
 }  // namespace shoal::crypto

@@ -19,6 +19,9 @@ class AdamW final : public Optimizer {
   void Reset() override;
   std::string name() const override { return "adamw"; }
 
+ protected:
+  std::vector<DeviceArray<float>*> StateBuffers() override { return {&m_, &v_}; }
+
  private:
   float beta1_;
   float beta2_;

@@ -1,6 +1,7 @@
 // MakeOptimizer: validation of an OptimizerConfig and the choice of implementation.
 #include "nn/optimizer.h"
 
+#include <bit>
 #include <cmath>
 #include <cstdio>
 
@@ -22,6 +23,30 @@ Status Bad(const OptimizerConfig& c, const std::string& why) {
 }
 
 }  // namespace
+
+std::vector<float> Optimizer::SaveState() const {
+  auto buffers = const_cast<Optimizer*>(this)->StateBuffers();
+  std::vector<float> out(2 + buffers.size() * n_);
+  const uint64_t steps = static_cast<uint64_t>(steps_);
+  out[0] = std::bit_cast<float>(static_cast<uint32_t>(steps));
+  out[1] = std::bit_cast<float>(static_cast<uint32_t>(steps >> 32));
+  for (size_t b = 0; b < buffers.size(); ++b)
+    if (n_) buffers[b]->Download(out.data() + 2 + b * n_, n_);
+  return out;
+}
+
+Status Optimizer::LoadState(std::span<const float> state) {
+  auto buffers = StateBuffers();
+  const size_t want = 2 + buffers.size() * n_;
+  if (state.size() != want)
+    return Status::InvalidArgument("optimizer '" + name() + "' state has " + std::to_string(state.size()) +
+                                   " values, expected " + std::to_string(want));
+  const uint64_t steps = std::bit_cast<uint32_t>(state[0]) | (uint64_t{std::bit_cast<uint32_t>(state[1])} << 32);
+  steps_ = static_cast<int64_t>(steps);
+  for (size_t b = 0; b < buffers.size(); ++b)
+    if (n_) buffers[b]->Upload(state.data() + 2 + b * n_, n_);
+  return Status::Ok();
+}
 
 Status ValidateOptimizerConfig(const OptimizerConfig& c) {
   if (c.name != "sgd" && c.name != "adamw" && c.name != "demo")

@@ -8,7 +8,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "shoal/status.h"
@@ -35,8 +37,16 @@ class Optimizer {
   // Steps taken since construction or the last Reset.
   int64_t steps() const { return steps_; }
 
+  // The whole state (step count and buffers) as floats, and back: for replicas that must stay
+  // identical (a peer joining a swarm receives it) and checkpoints. LoadState refuses a state
+  // of the wrong size. The step count travels as its two 32-bit halves, bit-cast.
+  virtual std::vector<float> SaveState() const;
+  virtual Status LoadState(std::span<const float> state);
+
  protected:
   Optimizer(size_t n, float lr, Backend* backend) : n_(n), lr_(lr), backend_(backend) {}
+  // The buffers SaveState/LoadState carry after the step count, in order (default: none).
+  virtual std::vector<DeviceArray<float>*> StateBuffers() { return {}; }
 
   size_t n_;
   float lr_;

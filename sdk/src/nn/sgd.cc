@@ -1,5 +1,7 @@
 #include "nn/sgd.h"
 
+#include <vector>
+
 namespace shoal::nn {
 
 Sgd::Sgd(size_t n, const OptimizerConfig& config, Backend* backend)
@@ -7,7 +9,11 @@ Sgd::Sgd(size_t n, const OptimizerConfig& config, Backend* backend)
       momentum_(config.momentum),
       weight_decay_(config.weight_decay),
       nesterov_(config.nesterov) {
-  if (momentum_ != 0.0f) momentum_buffer_ = DeviceArray<float>(backend, n);
+  if (momentum_ != 0.0f && n > 0) {
+    momentum_buffer_ = DeviceArray<float>(backend, n);
+    const std::vector<float> zeros(n, 0.0f);  // defined bytes for SaveState before the first step
+    momentum_buffer_.Upload(zeros.data(), n);
+  }
 }
 
 void Sgd::Step(float* w, const float* g) {

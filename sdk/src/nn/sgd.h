@@ -19,6 +19,12 @@ class Sgd final : public Optimizer {
   void Reset() override { steps_ = 0; }
   std::string name() const override { return "sgd"; }
 
+ protected:
+  std::vector<DeviceArray<float>*> StateBuffers() override {
+    if (momentum_ == 0.0f) return {};
+    return {&momentum_buffer_};
+  }
+
  private:
   float momentum_;
   float weight_decay_;

@@ -4,9 +4,10 @@
 #include <cstring>
 
 namespace shoal::protocol {
-namespace {
 
 using flatbuffers::FlatBufferBuilder;
+
+namespace {
 
 // Verifier limits: our tables nest at most 4 deep and a frame carries few tables (one per
 // tensor of the layout plus metrics), so these are generous yet far below the defaults.
@@ -17,6 +18,8 @@ constexpr size_t kMaxLayoutTensors = 4096;
 constexpr size_t kMaxTensorRank = 8;
 constexpr size_t kMaxMetrics = 64;
 constexpr size_t kMaxStringBytes = 4096;
+
+}  // namespace
 
 Frame Finish(FlatBufferBuilder& fbb, const Header& h, wire::Message kind, flatbuffers::Offset<void> msg) {
   wire::EnvelopeBuilder eb(fbb);
@@ -36,15 +39,15 @@ flatbuffers::Offset<wire::Chunk> BuildChunk(FlatBufferBuilder& fbb, const ChunkR
   return wire::CreateChunk(fbb, c.index, c.count, c.offset, c.total_bytes, data);
 }
 
+namespace {
 bool Finite(double v) { return std::isfinite(v); }
+}  // namespace
 
 Status CheckString(const flatbuffers::String* s, const char* what, bool required) {
   if (!s) return required ? Status::Protocol(std::string(what) + " is missing") : Status::Ok();
   if (s->size() > kMaxStringBytes) return Status::Protocol(std::string(what) + " is longer than 4096 bytes");
   return Status::Ok();
 }
-
-}  // namespace
 
 Verified VerifyFrame(std::span<const uint8_t> frame, size_t max_frame_bytes) {
   Verified v;
@@ -176,18 +179,21 @@ Frame EncodeHello(const Header& h, const std::string& client_name, uint64_t num_
   return Finish(fbb, h, wire::Message::Hello, msg.Union());
 }
 
-Frame EncodeWelcome(const Header& h, const WelcomeInfo& w) {
-  FlatBufferBuilder fbb(1024);
-  const TaskConfig& t = w.task;
+flatbuffers::Offset<wire::TaskConfig> BuildTask(FlatBufferBuilder& fbb, const TaskConfig& t) {
   std::vector<flatbuffers::Offset<wire::TensorDesc>> layout;
   for (const auto& spec : t.layout) layout.push_back(wire::CreateTensorDescDirect(fbb, spec.name.c_str(), &spec.shape));
   const OptimizerConfig& o = t.optimizer;
   auto opt = wire::CreateOptimizerConfigDirect(fbb, o.name.c_str(), o.learning_rate, o.momentum, o.nesterov,
                                                o.weight_decay, o.beta1, o.beta2, o.eps, o.demo_decay, o.demo_chunk,
                                                o.demo_topk);
-  auto task = wire::CreateTaskConfigDirect(fbb, t.model.c_str(), &layout, t.dataset.c_str(), opt, t.local_epochs,
-                                           t.local_steps, t.batch_size, t.prox_mu, t.seed, t.test_fraction,
-                                           t.codec.c_str(), t.codec_down.c_str());
+  return wire::CreateTaskConfigDirect(fbb, t.model.c_str(), &layout, t.dataset.c_str(), opt, t.local_epochs,
+                                      t.local_steps, t.batch_size, t.prox_mu, t.seed, t.test_fraction,
+                                      t.codec.c_str(), t.codec_down.c_str());
+}
+
+Frame EncodeWelcome(const Header& h, const WelcomeInfo& w) {
+  FlatBufferBuilder fbb(1024);
+  auto task = BuildTask(fbb, w.task);
   auto msg = wire::CreateWelcome(fbb, w.client_id, task, w.heartbeat_interval_ms, w.heartbeat_timeout_ms,
                                  w.chunk_bytes, w.max_frame_bytes);
   return Finish(fbb, h, wire::Message::Welcome, msg.Union());

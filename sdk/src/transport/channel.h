@@ -135,4 +135,10 @@ class ClientChannel {
   std::optional<std::chrono::steady_clock::time_point> reopen_at_;
 };
 
+// The error to stop with once `channel`'s handshakes keep failing: PermissionDenied when the
+// other side refused our key (naming the key), else Unavailable with the reason and a hint.
+// `who` names the other side ("the aggregator at tcp://..."); own_key is our Z85 public key,
+// empty without transport security.
+Status HandshakeFailure(const ClientChannel& channel, const std::string& who, const std::string& own_key);
+
 }  // namespace shoal::transport

@@ -49,7 +49,7 @@ void DiscardRemainingParts(zmq::socket_t& s, const zmq::message_t& last) {
 std::string Explain(const zmq::error_t& e, const std::string& endpoint) {
   switch (e.num()) {
     case EADDRINUSE:
-      return "address " + endpoint + " is already in use (another shoal-aggregator running?); pick another port with --listen";
+      return "address " + endpoint + " is already in use (another Shoal process running?); pick another port with --listen";
     case EADDRNOTAVAIL:
       return "address " + endpoint + " is not available on this machine";
     case EINVAL:
@@ -276,6 +276,21 @@ Status ClientChannel::Send(std::span<const uint8_t> frame, std::chrono::millisec
     if (e.num() == EINTR) return Status::Cancelled("interrupted");
     return Status::IoError(std::string("send failed: ") + e.what());
   }
+}
+
+Status HandshakeFailure(const ClientChannel& channel, const std::string& who, const std::string& own_key) {
+  const std::string attempts = std::to_string(channel.handshake_failures_in_a_row());
+  const std::string& why = channel.last_handshake_failure();
+  if (channel.last_failure_was_auth())
+    return Status::PermissionDenied(who + " refused this key " + own_key + " (" + why + ", " + attempts +
+                                    " attempts): ask its operator to add this machine's .pub file to --allow-keys");
+  // Without keys, a CURVE server just closes the connection: the likeliest cause.
+  const std::string hint =
+      own_key.empty() ? "if it uses CURVE security, pass --secret-key and the server's public key"
+      : why.find("mechanisms differ") != std::string::npos
+          ? "it does not use CURVE (started without --secret-key?)"
+          : "check that the public key given for it (--server-key, or the @KEY of --peers) is really its key";
+  return Status::Unavailable("the handshake with " + who + " failed " + attempts + " times: " + why + "; " + hint);
 }
 
 }  // namespace shoal::transport

@@ -158,6 +158,14 @@ TEST_F(KatTest, Ed25519Rfc8032Section7_1) {
     auto bad_pk = pk;
     bad_pk[0] ^= 0x01;
     EXPECT_NE(crypto_sign_verify_detached(expected_sig.data(), msg.data(), msg.size(), bad_pk.data()), 0);
+    // Shoal's own wrappers (crypto::Sign / Verify) give and accept the published signature.
+    EXPECT_EQ(ToHex(Sign(msg, std::span<const uint8_t, 64>(sk))), v.signature);
+    Signature published{};
+    std::copy(expected_sig.begin(), expected_sig.end(), published.begin());
+    EXPECT_TRUE(Verify(published, msg, std::span<const uint8_t, 32>(pk)));
+    Signature flipped = published;
+    flipped[63] ^= 0x40;
+    EXPECT_FALSE(Verify(flipped, msg, std::span<const uint8_t, 32>(pk)));
   }
 }
 
@@ -182,6 +190,8 @@ TEST_F(KatTest, HashHexIsBlake2b256) {
   EXPECT_EQ(HashHex({reinterpret_cast<const uint8_t*>(abc.data()), abc.size()}),
             "bddd813c634239723171ef3fee98579b94964e3bb1cb3e427262c8c068d52319");
   EXPECT_EQ(HashHex({}), "0e5751c026e543b2e8ab2eb06099daa1d1e5df47778f7787faab45cdf12fe3a8");
+  EXPECT_EQ(ToHex(Hash256({reinterpret_cast<const uint8_t*>(abc.data()), abc.size()})),
+            "bddd813c634239723171ef3fee98579b94964e3bb1cb3e427262c8c068d52319");
 }
 
 // ---- Z85: ZeroMQ RFC 32 ----

@@ -117,6 +117,37 @@ TEST(Optimizer, ResetForgetsAllState) {
   }
 }
 
+// A copy restored from SaveState continues bit for bit like the original (what a peer joining
+// a swarm relies on), and a state of the wrong size is refused.
+TEST(Optimizer, SavedStateContinuesIdentically) {
+  auto backend = MakeCpuBackend();
+  for (const char* name : {"sgd", "sgd_momentum", "adamw"}) {
+    SCOPED_TRACE(name);
+    OptimizerConfig config;
+    config.name = std::string(name) == "adamw" ? "adamw" : "sgd";
+    config.learning_rate = 0.1f;
+    if (std::string(name) == "sgd_momentum") config.momentum = 0.9f;
+    const size_t n = 7;
+    auto a = MakeOptimizer(config, n, backend.get()).value();
+    auto b = MakeOptimizer(config, n, backend.get()).value();
+    std::vector<float> wa(n), g(n);
+    for (size_t i = 0; i < n; ++i) {
+      wa[i] = 0.1f * static_cast<float>(i);
+      g[i] = 0.3f - 0.05f * static_cast<float>(i);
+    }
+    for (int s = 0; s < 3; ++s) a->Step(wa.data(), g.data());
+    std::vector<float> wb = wa;
+    ASSERT_TRUE(b->LoadState(a->SaveState()).ok());
+    EXPECT_EQ(b->steps(), 3);
+    for (int s = 0; s < 3; ++s) {
+      a->Step(wa.data(), g.data());
+      b->Step(wb.data(), g.data());
+    }
+    EXPECT_EQ(wa, wb);
+    EXPECT_FALSE(b->LoadState(std::vector<float>(3)).ok());
+  }
+}
+
 TEST(Optimizer, LearningRateCanChangeBetweenSteps) {
   auto backend = MakeCpuBackend();
   OptimizerConfig config;

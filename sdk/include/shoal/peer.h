@@ -1,0 +1,62 @@
+// Serverless training (DESIGN.md: decentralized mode; docs/PROTOCOL.md "Peers"): peers that
+// train one model together with no aggregator, over CurveZMQ links, with the trainer, codecs
+// and keys of federated mode.
+//
+// Modes:
+//   allgather  every step each member sends its encoded local gradient (or, with the "demo"
+//              optimizer, its DeMo components) to every member; a step leader commits which
+//              updates the step applies, and every replica applies them in canonical order,
+//              so the replicas stay bit-identical (checked by hash every step).
+//   diloco     DiLoCo: `diloco_inner_steps` local AdamW steps, then the same commit of the
+//              encoded pseudo-gradients and an outer Nesterov step.
+//   gossip     D-PSGD: a local step, then an average with `gossip_k` members drawn from the
+//              step's shared seed; replicas differ, and the metrics report their spread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "shoal/status.h"
+#include "shoal/trainer.h"
+
+namespace shoal {
+
+struct PeerOptions {
+  std::string name;                       // unique in the swarm; Default: HOST-partI-of-N
+  std::string listen = "tcp://127.0.0.1:7101";  // this peer's ROUTER endpoint
+  std::string advertise;                  // endpoint the others connect to; Default: listen
+  // Peers to join through: "ENDPOINT" or, with security, "ENDPOINT@KEY" (KEY: 40 Z85
+  // characters or a .pub file, pinning that peer). Empty: this peer founds the swarm.
+  std::vector<std::string> bootstrap;
+  std::string secret_key_file;            // PREFIX.key (CurveZMQ + Ed25519); needs allow_keys
+  std::string allow_keys;                 // the peers' public keys (file or directory)
+  bool insecure = false;                  // non-loopback without keys (no encryption, no signatures checked)
+
+  // The swarm's task and settings. The founding peer's are the swarm's; a joining peer
+  // receives them (only its data options below are its own).
+  TaskConfig task;                        // model, optimizer (the inner one for diloco), batch, seed, codec
+  std::string mode = "allgather";         // allgather | diloco | gossip
+  uint64_t steps = 0;                     // stop after this many steps; 0 = until stopped
+  uint32_t min_peers = 1;                 // step 1 waits until this many members are present
+  uint32_t step_timeout_ms = 2000;        // the leader commits without updates missing this long
+  uint32_t heartbeat_interval_ms = 200;
+  uint32_t heartbeat_timeout_ms = 2000;   // a member silent this long is dropped
+  uint32_t chunk_bytes = 16u << 20;
+  uint32_t diloco_inner_steps = 100;      // H, as OpenDiLoCo / INTELLECT-1
+  float diloco_outer_lr = 0.7f;
+  float diloco_outer_momentum = 0.9f;
+  uint32_t gossip_k = 2;                  // members each peer sends its model to per step
+  uint32_t eval_every = 10;               // held-out evaluation every this many steps (0 = never)
+
+  BuiltinTrainerOptions data;             // dataset, partition, device, precision of this peer
+  std::string metrics_out;                // JSON lines, one per step; empty = none
+  uint32_t join_timeout_ms = 30000;       // give up joining after this long
+};
+
+// Runs the peer until `stop` is set (returns OK after leaving gracefully), `steps` steps are
+// done (OK), or joining fails (Unavailable / PermissionDenied with one clear message).
+Status RunPeer(const PeerOptions& options, const std::atomic<bool>& stop);
+
+}  // namespace shoal

@@ -1,0 +1,174 @@
+#include "protocol/peer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace shoal::protocol {
+namespace {
+
+using flatbuffers::FlatBufferBuilder;
+
+constexpr size_t kMaxMembers = 4096;
+constexpr size_t kMaxParams = 64;
+
+flatbuffers::Offset<wire::PeerInfo> BuildPeer(FlatBufferBuilder& fbb, const PeerInfo& p) {
+  auto key = fbb.CreateVector(p.sign_key.data(), p.sign_key.size());
+  return wire::CreatePeerInfo(fbb, fbb.CreateString(p.name), fbb.CreateString(p.endpoint),
+                              fbb.CreateString(p.curve_key), key);
+}
+
+void PutU64(std::vector<uint8_t>& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<uint8_t>(v >> (8 * i)));
+}
+
+}  // namespace
+
+double SwarmInfo::Param(const std::string& name, double fallback) const {
+  for (const auto& [k, v] : params)
+    if (k == name) return v;
+  return fallback;
+}
+
+bool ValidPeerName(const std::string& s) {
+  if (s.empty() || s.size() > 64) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) { return c > 32 && c < 127; });
+}
+
+Frame EncodeJoin(const Header& h, const PeerInfo& self, bool want_members) {
+  FlatBufferBuilder fbb(512);
+  auto info = BuildPeer(fbb, self);
+  return Finish(fbb, h, wire::Message::Join, wire::CreateJoin(fbb, info, want_members).Union());
+}
+
+Frame EncodeMembers(const Header& h, const SwarmInfo& s) {
+  FlatBufferBuilder fbb(2048);
+  auto task = BuildTask(fbb, s.task);
+  std::vector<flatbuffers::Offset<wire::PeerInfo>> members;
+  for (const auto& m : s.members) members.push_back(BuildPeer(fbb, m));
+  std::vector<flatbuffers::Offset<wire::Metric>> params;
+  for (const auto& [k, v] : s.params) params.push_back(wire::CreateMetricDirect(fbb, k.c_str(), v));
+  auto msg = wire::CreateMembers(fbb, task, fbb.CreateString(s.mode), fbb.CreateVector(members), s.step_timeout_ms,
+                                 s.heartbeat_interval_ms, s.heartbeat_timeout_ms, s.chunk_bytes,
+                                 fbb.CreateVector(params), s.steps);
+  return Finish(fbb, h, wire::Message::Members, msg.Union());
+}
+
+Frame EncodePeerUpdate(const Header& h, const std::string& author, const std::string& base_hash, uint64_t num_examples,
+                       double loss, const ChunkRef& chunk, const crypto::Signature& signature) {
+  FlatBufferBuilder fbb(chunk.data.size() + 512);
+  auto c = BuildChunk(fbb, chunk);
+  auto sig = fbb.CreateVector(signature.data(), signature.size());
+  auto msg = wire::CreatePeerUpdate(fbb, fbb.CreateString(author), fbb.CreateString(base_hash), num_examples, loss, c, sig);
+  return Finish(fbb, h, wire::Message::PeerUpdate, msg.Union());
+}
+
+Frame EncodeCommit(const Header& h, const std::vector<std::string>& authors, const std::vector<std::string>& hashes,
+                   const std::string& model_hash) {
+  FlatBufferBuilder fbb(256 + 100 * authors.size());
+  auto a = fbb.CreateVectorOfStrings(authors);
+  auto p = fbb.CreateVectorOfStrings(hashes);
+  return Finish(fbb, h, wire::Message::Commit, wire::CreateCommit(fbb, a, p, fbb.CreateString(model_hash)).Union());
+}
+
+Frame EncodeStateRequest(const Header& h, const std::string& reason) {
+  FlatBufferBuilder fbb(128);
+  return Finish(fbb, h, wire::Message::StateRequest, wire::CreateStateRequestDirect(fbb, reason.c_str()).Union());
+}
+
+Frame EncodeState(const Header& h, const std::string& model_hash, const std::string& state_hash, const ChunkRef& chunk) {
+  FlatBufferBuilder fbb(chunk.data.size() + 512);
+  auto c = BuildChunk(fbb, chunk);
+  auto msg = wire::CreateState(fbb, fbb.CreateString(model_hash), fbb.CreateString(state_hash), c);
+  return Finish(fbb, h, wire::Message::State, msg.Union());
+}
+
+Frame EncodeUpdateFetch(const Header& h, const std::string& author) {
+  FlatBufferBuilder fbb(128);
+  return Finish(fbb, h, wire::Message::UpdateFetch, wire::CreateUpdateFetchDirect(fbb, author.c_str()).Union());
+}
+
+StatusOr<PeerInfo> DecodePeerInfo(const wire::PeerInfo* p) {
+  if (!p) return Status::Protocol("member description is missing");
+  SHOAL_RETURN_IF_ERROR(CheckString(p->name(), "member name", true));
+  SHOAL_RETURN_IF_ERROR(CheckString(p->endpoint(), "member endpoint", true));
+  SHOAL_RETURN_IF_ERROR(CheckString(p->curve_key(), "member curve key", false));
+  PeerInfo out;
+  out.name = p->name()->str();
+  out.endpoint = p->endpoint()->str();
+  out.curve_key = p->curve_key() ? p->curve_key()->str() : "";
+  if (!ValidPeerName(out.name)) return Status::Protocol("member name must be 1-64 printable characters");
+  if (out.endpoint.rfind("tcp://", 0) != 0 && out.endpoint.rfind("ipc://", 0) != 0)
+    return Status::Protocol("member endpoint '" + out.endpoint + "' is not tcp:// or ipc://");
+  if (!out.curve_key.empty() && out.curve_key.size() != 40) return Status::Protocol("member curve key is not 40 Z85 characters");
+  if (!p->sign_key() || p->sign_key()->size() != out.sign_key.size())
+    return Status::Protocol("member signing key must be 32 bytes");
+  std::memcpy(out.sign_key.data(), p->sign_key()->data(), out.sign_key.size());
+  return out;
+}
+
+StatusOr<SwarmInfo> DecodeMembers(const wire::Members* m) {
+  SwarmInfo out;
+  SHOAL_ASSIGN_OR_RETURN(out.task, DecodeTask(m->task()));
+  SHOAL_RETURN_IF_ERROR(CheckString(m->mode(), "swarm mode", true));
+  out.mode = m->mode()->str();
+  if (out.mode != "allgather" && out.mode != "diloco" && out.mode != "gossip")
+    return Status::Protocol("unknown swarm mode '" + out.mode + "'");
+  if (!m->members() || m->members()->size() == 0 || m->members()->size() > kMaxMembers)
+    return Status::Protocol("member list must hold 1-4096 members");
+  for (const auto* p : *m->members()) {
+    SHOAL_ASSIGN_OR_RETURN(PeerInfo info, DecodePeerInfo(p));
+    out.members.push_back(std::move(info));
+  }
+  out.step_timeout_ms = m->step_timeout_ms();
+  out.heartbeat_interval_ms = m->heartbeat_interval_ms();
+  out.heartbeat_timeout_ms = m->heartbeat_timeout_ms();
+  out.chunk_bytes = m->chunk_bytes();
+  if (out.step_timeout_ms == 0 || out.heartbeat_interval_ms == 0 || out.heartbeat_timeout_ms <= out.heartbeat_interval_ms ||
+      out.chunk_bytes < 1024)
+    return Status::Protocol("swarm timing or chunk settings are inconsistent");
+  if (m->params()) {
+    if (m->params()->size() > kMaxParams) return Status::Protocol("too many swarm parameters");
+    for (const auto* p : *m->params()) {
+      if (!p || !p->name() || p->name()->size() > 64 || !std::isfinite(p->value()))
+        return Status::Protocol("bad swarm parameter");
+      out.params.emplace_back(p->name()->str(), p->value());
+    }
+  }
+  out.steps = m->steps();
+  return out;
+}
+
+StatusOr<std::vector<std::pair<std::string, std::string>>> DecodeCommit(const wire::Commit* c) {
+  if (!c->authors() || !c->payload_hashes() || c->authors()->size() != c->payload_hashes()->size() ||
+      c->authors()->size() > kMaxMembers)
+    return Status::Protocol("commit must list as many payload hashes as authors (at most 4096)");
+  SHOAL_RETURN_IF_ERROR(CheckString(c->model_hash(), "commit model hash", true));
+  std::vector<std::pair<std::string, std::string>> out;
+  for (size_t i = 0; i < c->authors()->size(); ++i) {
+    const auto* a = c->authors()->Get(i);
+    const auto* h = c->payload_hashes()->Get(i);
+    if (!a || !h || !ValidPeerName(a->str()) || h->size() != 64) return Status::Protocol("bad commit entry");
+    out.emplace_back(a->str(), h->str());
+  }
+  return out;
+}
+
+std::vector<uint8_t> SignedUpdateBytes(uint64_t swarm, uint64_t step, const std::string& author,
+                                       const std::string& base_hash, uint64_t num_examples,
+                                       std::span<const uint8_t> payload) {
+  static constexpr char kTag[] = "shoal-peer-update-v1";
+  std::vector<uint8_t> out(kTag, kTag + sizeof kTag);  // the terminating 0 separates the tag
+  PutU64(out, swarm);
+  PutU64(out, step);
+  out.insert(out.end(), author.begin(), author.end());
+  out.push_back(0);
+  out.insert(out.end(), base_hash.begin(), base_hash.end());
+  out.push_back(0);
+  PutU64(out, num_examples);
+  const auto digest = crypto::Hash256(payload);
+  out.insert(out.end(), digest.begin(), digest.end());
+  return out;
+}
+
+}  // namespace shoal::protocol

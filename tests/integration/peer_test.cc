@@ -1,0 +1,321 @@
+// Serverless training with real shoal-peer processes on 127.0.0.1: replicas that stay
+// bit-identical, a killed leader and a late joiner, CURVE allow-lists and signed updates, and
+// the diloco and gossip modes.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+#include <set>
+#include <zmq.hpp>
+
+#include "crypto/crypto.h"
+#include "crypto/keys.h"
+#include "harness.h"
+#include "protocol/peer.h"
+
+namespace shoal::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+const auto& kOneThread = OneThreadEnv();
+
+// Per-step metrics of one peer, by step.
+std::map<uint64_t, nlohmann::json> Steps(const std::string& path) {
+  std::map<uint64_t, nlohmann::json> out;
+  for (auto& l : ReadJsonLines(path)) out[l["step"].get<uint64_t>()] = l;
+  return out;
+}
+
+struct Swarm {
+  std::string dir;
+  std::vector<int> ports;
+  std::string keys;  // empty: no transport security
+  std::vector<std::unique_ptr<Process>> peers;
+
+  Swarm(const std::string& d, int count, bool secure) : dir(d) {
+    for (int i = 0; i < count + 1; ++i) ports.push_back(FreePort());
+    if (secure) {
+      keys = dir + "/keys";
+      std::vector<std::string> names;
+      for (int i = 0; i < count + 1; ++i) names.push_back("p" + std::to_string(i));
+      names.push_back("stranger");
+      MakeKeys(keys, names);
+      fs::create_directories(keys + "/allow");
+      for (int i = 0; i < count + 1; ++i)
+        fs::copy_file(keys + "/p" + std::to_string(i) + ".pub", keys + "/allow/p" + std::to_string(i) + ".pub");
+    }
+  }
+  std::string Metrics(int i) const { return dir + "/p" + std::to_string(i) + ".jsonl"; }
+  // Peer i of `parts`; i > 0 joins through peer `via`.
+  std::vector<std::string> Args(int i, int parts, const std::vector<std::string>& task, int via = 0,
+                                const std::string& key_name = "") const {
+    std::vector<std::string> a = {"--listen", Endpoint(ports[i]), "--name", "p" + std::to_string(i), "--partition",
+                                  std::to_string(i) + "/" + std::to_string(parts), "--partition-scheme", "iid",
+                                  "--device", "cpu", "--metrics-out", Metrics(i), "--log-level", "info"};
+    if (!keys.empty()) {
+      const std::string k = key_name.empty() ? "p" + std::to_string(i) : key_name;
+      a = Concat(a, {"--secret-key", keys + "/" + k + ".key", "--allow-keys", keys + "/allow"});
+    }
+    if (i > 0 && via >= 0) {
+      std::string boot = Endpoint(ports[via]);
+      if (!keys.empty()) boot += "@" + keys + "/p" + std::to_string(via) + ".pub";
+      a = Concat(a, {"--peers", boot});
+    }
+    return Concat(a, task);
+  }
+  Process& Start(int i, int parts, const std::vector<std::string>& task, int via = 0) {
+    peers.push_back(std::make_unique<Process>("shoal-peer", Args(i, parts, task, via), dir + "/p" + std::to_string(i),
+                                              kOneThread));
+    return *peers.back();
+  }
+};
+
+std::vector<std::string> DigitsTask(int steps, int min_peers, const std::string& lr) {
+  return {"--model", "mlp:32", "--seed", "7", "--lr", lr, "--momentum", "0.9", "--steps", std::to_string(steps),
+          "--min-peers", std::to_string(min_peers), "--step-timeout", "1", "--heartbeat-interval", "0.1",
+          "--heartbeat-timeout", "1", "--eval-every", "20"};
+}
+
+// Every step that every peer in `peers` committed has one model hash across them.
+void ExpectSameHashes(const std::vector<std::map<uint64_t, nlohmann::json>>& peers, uint64_t* common = nullptr) {
+  uint64_t shared = 0;
+  for (const auto& [step, line] : peers[0]) {
+    bool everywhere = true;
+    for (size_t p = 1; p < peers.size(); ++p) {
+      auto it = peers[p].find(step);
+      if (it == peers[p].end()) {
+        everywhere = false;
+        continue;
+      }
+      EXPECT_EQ(it->second["model_hash"], line["model_hash"]) << "step " << step << ", peer " << p;
+    }
+    shared += everywhere;
+  }
+  if (common) *common = shared;
+}
+
+// 4 peers in allgather mode see as many examples as a 10-round, 4-client FedAvg run
+// (10 x 1438 = 4 x 32 x 112), end within 2 points of it, and agree on the model at every step.
+TEST(Peers, AllgatherMatchesFedAvgWithIdenticalReplicas) {
+  const std::string dir = TempDir("peers-allgather");
+  const int port = FreePort();
+  Process agg("shoal-aggregator", AggregatorArgs(port, 10, 4, dir + "/fedavg.jsonl"), dir + "/agg", kOneThread);
+  auto clients = StartClients(port, 4, dir + "/clients");
+  ASSERT_EQ(agg.Wait(seconds(120)), 0) << agg.Stderr();
+  ExpectAllExitZero(clients);
+  const double fedavg = ReadJsonLines(dir + "/fedavg.jsonl").back()["test_accuracy"].get<double>();
+
+  Swarm swarm(dir, 4, /*secure=*/false);
+  const auto task = DigitsTask(112, 4, "0.1");
+  for (int i = 0; i < 4; ++i) swarm.Start(i, 4, task);
+  for (auto& p : swarm.peers) EXPECT_EQ(p->Wait(seconds(120)), 0) << p->Stderr();
+  std::vector<std::map<uint64_t, nlohmann::json>> steps;
+  for (int i = 0; i < 4; ++i) steps.push_back(Steps(swarm.Metrics(i)));
+  ASSERT_EQ(steps[0].rbegin()->first, 112u);
+  uint64_t common = 0;
+  ExpectSameHashes(steps, &common);
+  EXPECT_GE(common, 100u) << "every peer took part from (nearly) the first step";
+  for (const auto& [step, line] : steps[0])
+    if (step > 5) {
+      EXPECT_EQ(line["included"], 4) << step;
+    }
+  const double peers = steps[0].rbegin()->second["test_accuracy"].get<double>();
+  EXPECT_GT(peers, 0.9);
+  EXPECT_NEAR(peers, fedavg, 0.02) << "allgather " << peers << " vs FedAvg " << fedavg;
+}
+
+// The leader is SIGKILLed mid-run: the others go on within two step deadlines; a new peer
+// joins through a survivor, loads the replica (hash-verified) and matches it from its first step.
+TEST(Peers, SurviveAKilledLeaderAndCatchUpALateJoiner) {
+  const std::string dir = TempDir("peers-churn");
+  Swarm swarm(dir, 3, /*secure=*/true);
+  auto task = DigitsTask(0, 3, "0.1");  // until stopped
+  SetFlag(task, "--model", "mlp:256");  // steps of a few ms: the run is long enough to watch
+  Process& p0 = swarm.Start(0, 4, task);
+  ASSERT_TRUE(WaitFor([&] { return p0.Stderr().find("founded swarm") != std::string::npos; }, seconds(30)));
+  Process& p1 = swarm.Start(1, 4, task);
+  Process& p2 = swarm.Start(2, 4, task);
+  ASSERT_TRUE(WaitFor([&] { return Steps(swarm.Metrics(1)).size() >= 50; }, seconds(60))) << p1.Stderr();
+  p0.Signal(SIGKILL);
+  EXPECT_EQ(p0.Wait(seconds(5)), 128 + SIGKILL);
+  const uint64_t killed_at = Steps(swarm.Metrics(1)).rbegin()->first;
+  ASSERT_TRUE(WaitFor([&] { return Steps(swarm.Metrics(1)).rbegin()->first > killed_at + 50; }, seconds(60)))
+      << "the survivors stopped after the leader died: " << p1.Stderr();
+  Process& p3 = swarm.Start(3, 4, task, /*via=*/1);
+  ASSERT_TRUE(WaitFor([&] { return Steps(swarm.Metrics(3)).size() >= 50; }, seconds(60))) << p3.Stderr();
+  for (Process* p : {&p1, &p2, &p3}) p->Signal(SIGTERM);
+  for (Process* p : {&p1, &p2, &p3}) EXPECT_EQ(p->Wait(seconds(30)), 0) << p->Stderr();
+
+  const auto s1 = Steps(swarm.Metrics(1)), s2 = Steps(swarm.Metrics(2)), s3 = Steps(swarm.Metrics(3));
+  // Two step deadlines (1 s each) bound the step that lost its leader.
+  double longest = 0;
+  for (const auto& [step, line] : s1)
+    if (step > killed_at && step <= killed_at + 3) longest = std::max(longest, line["seconds"].get<double>());
+  EXPECT_LT(longest, 2.0) << "steps after the kill";
+  EXPECT_EQ(s1.at(killed_at + 10)["members"], 2);
+  EXPECT_GT(s3.begin()->first, killed_at + 50) << "p3 joined late";
+  uint64_t common = 0;
+  ExpectSameHashes({s1, s2, s3}, &common);
+  EXPECT_GE(common, 40u);
+  EXPECT_EQ(s3.begin()->second["model_hash"], s1.at(s3.begin()->first)["model_hash"]) << "from its first step";
+  EXPECT_GE(s3.begin()->second["resyncs"].get<int>(), 1) << "the replica came by state transfer";
+  EXPECT_EQ(s1.rbegin()->second["divergences"], 0);
+}
+
+// A raw member speaking the protocol by hand: a listed key, a ROUTER the peers connect to.
+class RawPeer {
+ public:
+  RawPeer(const Swarm& swarm, int target) : router_(ctx_, zmq::socket_type::router), dealer_(ctx_, zmq::socket_type::dealer) {
+    keys_ = crypto::ReadSecretKeyFile(swarm.keys + "/p3.key").value();  // listed, unused by real peers here
+    port_ = FreePort();
+    router_.set(zmq::sockopt::curve_server, 1);
+    zmq_setsockopt(router_.handle(), ZMQ_CURVE_SECRETKEY, keys_.curve_secret.data(), 32);
+    router_.set(zmq::sockopt::linger, 0);
+    router_.bind(Endpoint(port_));
+    std::array<uint8_t, 32> server{};
+    EXPECT_TRUE(crypto::Z85DecodeTo(crypto::ReadPublicKey(swarm.keys + "/p" + std::to_string(target) + ".pub").value(), server).ok());
+    zmq_setsockopt(dealer_.handle(), ZMQ_CURVE_SERVERKEY, server.data(), 32);
+    zmq_setsockopt(dealer_.handle(), ZMQ_CURVE_PUBLICKEY, keys_.curve_public.data(), 32);
+    zmq_setsockopt(dealer_.handle(), ZMQ_CURVE_SECRETKEY, keys_.curve_secret.data(), 32);
+    dealer_.set(zmq::sockopt::linger, 0);
+    dealer_.connect(Endpoint(swarm.ports[target]));
+  }
+  protocol::PeerInfo Info() const {
+    protocol::PeerInfo p;
+    p.name = "mallory";
+    p.endpoint = Endpoint(port_);
+    p.curve_key = crypto::Z85Key(keys_.curve_public);
+    p.sign_key = keys_.sign_public;
+    return p;
+  }
+  void Send(const protocol::Frame& f) { dealer_.send(zmq::buffer(f)); }
+  // Reads what the peers send to our ROUTER for `ms`; returns the swarm id and latest step seen.
+  std::pair<uint64_t, uint64_t> Listen(int ms) {
+    const auto until = std::chrono::steady_clock::now() + milliseconds(ms);
+    while (std::chrono::steady_clock::now() < until) {
+      zmq::pollitem_t item{router_.handle(), 0, ZMQ_POLLIN, 0};
+      if (zmq::poll(&item, 1, milliseconds(20)) == 0) continue;
+      zmq::message_t id, body;
+      (void)router_.recv(id);
+      if (!id.more()) continue;
+      (void)router_.recv(body);
+      auto v = protocol::VerifyFrame({static_cast<const uint8_t*>(body.data()), body.size()}, 64 << 20);
+      if (!v.ok()) continue;
+      if (v.envelope->session()) swarm_ = v.envelope->session();
+      step_ = std::max<uint64_t>(step_, v.envelope->round());
+    }
+    return {swarm_, step_};
+  }
+  const crypto::KeyPair& keys() const { return keys_; }
+
+ private:
+  zmq::context_t ctx_;
+  zmq::socket_t router_, dealer_;
+  crypto::KeyPair keys_;
+  int port_ = 0;
+  uint64_t swarm_ = 0, step_ = 0;
+};
+
+// Only listed keys get in, and only correctly signed updates count: a stranger's key is refused
+// at the handshake; a listed member's update with a wrong signature, or one claiming another
+// author, is rejected and counted, and the replicas still agree.
+TEST(Peers, UnlistedPeersAreRefusedAndForgedUpdatesRejected) {
+  const std::string dir = TempDir("peers-forged");
+  Swarm swarm(dir, 3, /*secure=*/true);
+  const auto task = DigitsTask(400, 3, "0.1");
+  Process& p0 = swarm.Start(0, 3, task);
+  ASSERT_TRUE(WaitFor([&] { return p0.Stderr().find("founded swarm") != std::string::npos; }, seconds(30)));
+  swarm.Start(1, 3, task);
+  swarm.Start(2, 3, task);
+
+  // A peer whose key is not on the allow-list: refused at the CURVE handshake, a clear error.
+  Process stranger("shoal-peer", swarm.Args(3, 4, task, 0, "stranger"), dir + "/stranger", kOneThread);
+  EXPECT_EQ(stranger.Wait(seconds(30)), 1) << stranger.Stderr();
+  EXPECT_NE(stranger.Stderr().find("refused this key"), std::string::npos) << stranger.Stderr();
+
+  ASSERT_TRUE(WaitFor([&] { return Steps(swarm.Metrics(0)).size() >= 20; }, seconds(60)));
+  RawPeer m(swarm, 0);
+  m.Send(protocol::EncodeJoin({0, 0, 0, 1}, m.Info(), false));
+  auto [swarm_id, step] = m.Listen(500);
+  ASSERT_NE(swarm_id, 0u) << "p0 connected back to the raw member";
+  uint64_t seq = 1;
+  const std::vector<uint8_t> payload(2410 * 4, 0);  // a dense zero update of mlp:32
+  const auto chunk = protocol::SplitPayload(payload, 1 << 20).at(0);
+  const std::string base(64, '0');
+  // 1. Its own name, a signature over other bytes.
+  crypto::Signature bad = crypto::Sign(std::vector<uint8_t>{1, 2, 3}, m.keys().sign_secret);
+  for (uint64_t s = step; s <= step + 2; ++s)
+    m.Send(protocol::EncodePeerUpdate({swarm_id, s, 0, ++seq}, "mallory", base, 32, 1.0, chunk, bad));
+  // 2. Another member's name, correctly signed with its own key.
+  const auto good = crypto::Sign(protocol::SignedUpdateBytes(swarm_id, step + 1, "p1", base, 32, payload), m.keys().sign_secret);
+  m.Send(protocol::EncodePeerUpdate({swarm_id, step + 1, 0, ++seq}, "p1", base, 32, 1.0, chunk, good));
+  m.Listen(300);
+  m.Send(protocol::EncodeBye({swarm_id, 0, 0, ++seq}, "done"));
+  m.Listen(200);
+
+  for (auto& p : swarm.peers) EXPECT_EQ(p->Wait(seconds(120)), 0) << p->Stderr();
+  std::vector<std::map<uint64_t, nlohmann::json>> steps;
+  for (int i = 0; i < 3; ++i) steps.push_back(Steps(swarm.Metrics(i)));
+  ExpectSameHashes(steps);
+  const auto& codes = steps[0].rbegin()->second["rejected_by_code"];
+  EXPECT_GE(codes.value("BadSignature", 0), 1) << codes.dump();
+  EXPECT_GE(codes.value("BadSender", 0), 1) << codes.dump();
+  for (const auto& [s, line] : steps[0]) EXPECT_LE(line["included"].get<int>(), 3) << "mallory never counted";
+  EXPECT_GT(steps[0].rbegin()->second["test_accuracy"].get<double>(), 0.9);
+}
+
+// DiLoCo: 30 inner AdamW steps per outer step, an outer Nesterov step on the mean
+// pseudo-gradient; the replicas agree at every outer step and the model learns digits.
+TEST(Peers, DilocoConverges) {
+  const std::string dir = TempDir("peers-diloco");
+  Swarm swarm(dir, 3, false);
+  const std::vector<std::string> task = {"--mode", "diloco", "--model", "mlp:32", "--seed", "7", "--client-optimizer",
+                                         "adamw", "--lr", "0.003", "--diloco-inner-steps", "30", "--steps", "10",
+                                         "--min-peers", "3", "--eval-every", "1"};
+  for (int i = 0; i < 3; ++i) swarm.Start(i, 3, task);
+  for (auto& p : swarm.peers) EXPECT_EQ(p->Wait(seconds(120)), 0) << p->Stderr();
+  std::vector<std::map<uint64_t, nlohmann::json>> steps;
+  for (int i = 0; i < 3; ++i) steps.push_back(Steps(swarm.Metrics(i)));
+  ExpectSameHashes(steps);
+  ASSERT_EQ(steps[0].size(), 10u);
+  EXPECT_GT(steps[0].at(10)["test_accuracy"].get<double>(), 0.9);
+  EXPECT_GT(steps[0].at(10)["test_accuracy"].get<double>(), steps[0].at(1)["test_accuracy"].get<double>());
+}
+
+// Gossip: each step a local SGD step, then an average with 2 members drawn from the step's
+// seed. Replicas differ (their spread is reported and small) and every one learns digits.
+TEST(Peers, GossipConvergesWithASmallSpread) {
+  const std::string dir = TempDir("peers-gossip");
+  Swarm swarm(dir, 4, false);
+  auto task = DigitsTask(300, 4, "0.1");
+  task = Concat(task, {"--mode", "gossip", "--gossip-k", "2"});
+  for (int i = 0; i < 4; ++i) swarm.Start(i, 4, task);
+  for (auto& p : swarm.peers) EXPECT_EQ(p->Wait(seconds(120)), 0) << p->Stderr();
+  std::set<std::string> hashes;
+  for (int i = 0; i < 4; ++i) {
+    const auto s = Steps(swarm.Metrics(i));
+    ASSERT_EQ(s.rbegin()->first, 300u);
+    const auto& last = s.rbegin()->second;
+    EXPECT_GT(last["test_accuracy"].get<double>(), 0.9) << "peer " << i;
+    // The spread (RMS distance to the models received) over the steps that received any.
+    double spread = 0;
+    int averaged = 0;
+    for (const auto& [step, line] : s) {
+      ASSERT_TRUE(line.contains("spread"));
+      if (line["included"].get<int>() > 1) {
+        spread += line["spread"].get<double>();
+        ++averaged;
+      }
+    }
+    ASSERT_GT(averaged, 100) << "peer " << i << " averaged with someone in most steps";
+    EXPECT_GT(spread / averaged, 0.0);
+    EXPECT_LT(spread / averaged, 0.05) << "the averaging keeps the replicas close";
+    hashes.insert(last["model_hash"].get<std::string>());
+  }
+  EXPECT_GT(hashes.size(), 1u) << "gossip replicas are not identical";
+}
+
+}  // namespace
+}  // namespace shoal::testing
