@@ -188,6 +188,7 @@ class Peer {
   uint64_t bytes_sent_ = 0, bytes_sent_at_step_ = 0, bytes_received_at_step_ = 0;
   Clock::time_point step_clock_ = Clock::now();
   uint64_t frames_rejected_ = 0, resyncs_ = 0, divergences_ = 0;
+  double compute_seconds_ = 0, apply_seconds_ = 0;  // this step: local work, and decoding + applying
   std::map<std::string, uint64_t> rejected_by_code_;
   Clock::time_point last_heartbeat_;
 };
@@ -609,13 +610,14 @@ void Peer::HandleUpdate(const std::string& from, const wire::Envelope* env) {
   if (!slot.assembler->complete()) return;
   slot.payload = slot.assembler->Take();
   slot.assembler.reset();
-  const auto signed_bytes = protocol::SignedUpdateBytes(swarm_, step, author, slot.base_hash, slot.num_examples, slot.payload);
+  const auto digest = crypto::Hash256(slot.payload);
+  const auto signed_bytes = protocol::SignedUpdateBytes(swarm_, step, author, slot.base_hash, slot.num_examples, digest);
   if (!crypto::Verify(slot.signature, signed_bytes, mit->second.info.sign_key)) {
     updates_[step].erase(author);
     return Reject(from, ErrorCode::BadSignature, "update of " + author + " for step " + std::to_string(step) +
                                                      " does not verify against its signing key");
   }
-  slot.payload_hash = crypto::HashHex(slot.payload);
+  slot.payload_hash = crypto::ToHex(digest);
   slot.complete = true;
   fetching_.erase({step, author});
 }
@@ -748,6 +750,7 @@ void Peer::Heartbeat() {
 // This peer's contribution to `step`: a gradient (or DeMo components) at the replica, DiLoCo's
 // pseudo-gradient after H inner steps, or (gossip) its model after a local step.
 void Peer::LocalUpdate(uint64_t step) {
+  const auto started = Clock::now();
   const TaskConfig& t = swarm_info_.task;
   const int64_t batch = t.batch_size;
   auto minibatch = [&](double* loss) {
@@ -818,8 +821,9 @@ void Peer::LocalUpdate(uint64_t step) {
     return;
   }
   u.payload = std::move(*payload);
-  u.payload_hash = crypto::HashHex(u.payload);
-  u.signature = crypto::Sign(protocol::SignedUpdateBytes(swarm_, step, self_.name, u.base_hash, u.num_examples, u.payload),
+  const auto digest = crypto::Hash256(u.payload);
+  u.payload_hash = crypto::ToHex(digest);
+  u.signature = crypto::Sign(protocol::SignedUpdateBytes(swarm_, step, self_.name, u.base_hash, u.num_examples, digest),
                              keys_.sign_secret);
   u.complete = true;
   if (mode == "gossip") {
@@ -831,6 +835,7 @@ void Peer::LocalUpdate(uint64_t step) {
   updates_[step][self_.name] = std::move(u);
   sent_step_ = step;
   step_started_ = Clock::now();
+  compute_seconds_ += std::chrono::duration<double>(step_started_ - started).count();
 }
 
 // The leader commits the step once every live member's update is in, or at the deadline.
@@ -903,6 +908,7 @@ void Peer::TryApplyCommits() {
 // Applies `authors`' updates of `step` to the replica: the example-weighted mean of the
 // decoded updates, summed in canonical (name) order in double, then the mode's shared step.
 Status Peer::Apply(uint64_t step, const std::vector<std::string>& authors) {
+  const auto started = Clock::now();
   auto& got = updates_[step];
   std::vector<double> sum(n_, 0.0);
   std::vector<float> decoded(n_);
@@ -937,6 +943,7 @@ Status Peer::Apply(uint64_t step, const std::vector<std::string>& authors) {
   while (commit_log_.size() > kLogSteps) commit_log_.pop_front();
   while (!updates_.empty() && updates_.begin()->first + kLogSteps < step) updates_.erase(updates_.begin());
   last_commit_time_ = Clock::now();
+  apply_seconds_ += std::chrono::duration<double>(last_commit_time_ - started).count();
   FinishStep(step, authors.size(), weight > 0 ? loss / weight : 0.0, -1.0);
   return Status::Ok();
 }
@@ -1052,6 +1059,8 @@ void Peer::FinishStep(uint64_t step, size_t included, double loss, double spread
       {"bytes_dense_equiv", n_ * sizeof(float) * (members > 1 ? members - 1 : 0)},
       {"model_hash", hash_},
       {"seconds", std::chrono::duration<double>(Clock::now() - step_clock_).count()},
+      {"compute_seconds", compute_seconds_},
+      {"apply_seconds", apply_seconds_},
       {"resyncs", resyncs_},
       {"divergences", divergences_},
       {"frames_rejected", frames_rejected_},
@@ -1066,6 +1075,7 @@ void Peer::FinishStep(uint64_t step, size_t included, double loss, double spread
   bytes_sent_at_step_ = bytes_sent_;
   bytes_received_at_step_ = received;
   step_clock_ = Clock::now();
+  compute_seconds_ = apply_seconds_ = 0;
 }
 
 // ---- the loop ------------------------------------------------------------------------------

@@ -25,13 +25,14 @@ std::array<uint8_t, 32> Hash256(std::span<const uint8_t> bytes) {
   return digest;
 }
 
-std::string HashHex(std::span<const uint8_t> bytes) {
-  const std::array<uint8_t, 32> digest = Hash256(bytes);
-  std::string hex(digest.size() * 2 + 1, '\0');
-  sodium_bin2hex(hex.data(), hex.size(), digest.data(), digest.size());
+std::string ToHex(std::span<const uint8_t> bytes) {
+  std::string hex(bytes.size() * 2 + 1, '\0');
+  sodium_bin2hex(hex.data(), hex.size(), bytes.data(), bytes.size());
   hex.pop_back();
   return hex;
 }
+
+std::string HashHex(std::span<const uint8_t> bytes) { return ToHex(Hash256(bytes)); }
 
 std::string ModelHash(std::span<const float> params) {
   return HashHex({reinterpret_cast<const uint8_t*>(params.data()), params.size_bytes()});

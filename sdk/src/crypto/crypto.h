@@ -20,6 +20,9 @@ std::string ModelHash(std::span<const float> params);
 // Uniformly random 64-bit value from the OS CSPRNG (session ids).
 uint64_t RandomU64();
 
+// Lowercase hex of `bytes`.
+std::string ToHex(std::span<const uint8_t> bytes);
+
 // BLAKE2b-256 of `bytes` (raw digest).
 std::array<uint8_t, 32> Hash256(std::span<const uint8_t> bytes);
 

@@ -157,6 +157,12 @@ StatusOr<std::vector<std::pair<std::string, std::string>>> DecodeCommit(const wi
 std::vector<uint8_t> SignedUpdateBytes(uint64_t swarm, uint64_t step, const std::string& author,
                                        const std::string& base_hash, uint64_t num_examples,
                                        std::span<const uint8_t> payload) {
+  return SignedUpdateBytes(swarm, step, author, base_hash, num_examples, crypto::Hash256(payload));
+}
+
+std::vector<uint8_t> SignedUpdateBytes(uint64_t swarm, uint64_t step, const std::string& author,
+                                       const std::string& base_hash, uint64_t num_examples,
+                                       const std::array<uint8_t, 32>& digest) {
   static constexpr char kTag[] = "shoal-peer-update-v1";
   std::vector<uint8_t> out(kTag, kTag + sizeof kTag);  // the terminating 0 separates the tag
   PutU64(out, swarm);
@@ -166,7 +172,6 @@ std::vector<uint8_t> SignedUpdateBytes(uint64_t swarm, uint64_t step, const std:
   out.insert(out.end(), base_hash.begin(), base_hash.end());
   out.push_back(0);
   PutU64(out, num_examples);
-  const auto digest = crypto::Hash256(payload);
   out.insert(out.end(), digest.begin(), digest.end());
   return out;
 }

@@ -62,5 +62,10 @@ StatusOr<std::vector<std::pair<std::string, std::string>>> DecodeCommit(const wi
 std::vector<uint8_t> SignedUpdateBytes(uint64_t swarm, uint64_t step, const std::string& author,
                                        const std::string& base_hash, uint64_t num_examples,
                                        std::span<const uint8_t> payload);
+// The same with the payload's BLAKE2b-256 already computed (it is also the payload hash a
+// Commit lists, so each payload is hashed once).
+std::vector<uint8_t> SignedUpdateBytes(uint64_t swarm, uint64_t step, const std::string& author,
+                                       const std::string& base_hash, uint64_t num_examples,
+                                       const std::array<uint8_t, 32>& payload_digest);
 
 }  // namespace shoal::protocol
