@@ -42,9 +42,17 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using wire::ErrorCode;
 
-constexpr size_t kLogSteps = 16;                    // committed steps whose updates are kept for fetches
+constexpr size_t kLogSteps = 16;
+constexpr int64_t kDepartedMemoryMs = 120000;      // how long a member dropped for silence may come back                    // committed steps whose updates are kept for fetches
 constexpr uint64_t kShuffleTag = 0x7065'6572'2d73'6875ULL;  // "peer-shu"
 constexpr uint64_t kGossipTag = 0x676f'7373'6970'2d6bULL;   // "gossip-k"
+
+// ZMTP heartbeats (ZeroMQ drops a connection silent for 3 intervals) no stricter than the
+// swarm's own member timeout: a saturated slow uplink can hold a PONG back for seconds, and
+// a dropped connection costs a reconnect and a re-sent Join.
+int ZmtpHeartbeatMs(uint32_t member_timeout_ms) {
+  return static_cast<int>(std::clamp<uint32_t>(member_timeout_ms / 3, 2000, 60000));
+}
 
 int64_t MillisSince(Clock::time_point t) {
   return std::chrono::duration_cast<milliseconds>(Clock::now() - t).count();
@@ -66,6 +74,7 @@ struct Member {
   protocol::PeerInfo info;
   bool introduced = false;  // its own Join arrived: its signing key is trusted
   bool joined_us = false;   // we sent it our Join
+  uint64_t join_handshakes = 0;  // out's completed handshakes when the Join went: a later one is a new connection
   std::unique_ptr<transport::ClientChannel> out;
   uint64_t out_sequence = 0;
   Clock::time_point last_heard;
@@ -111,6 +120,7 @@ class Peer {
 
   // Membership.
   void ExpireMembers();
+  void Readmit(const std::string& name);
   void Heartbeat();
   std::vector<std::string> LiveNames() const;  // introduced members and self, sorted
   std::string Leader() const { return LiveNames().front(); }
@@ -140,6 +150,10 @@ class Peer {
   protocol::SwarmInfo swarm_info_;  // the task and settings every member shares
 
   std::map<std::string, Member> members_;             // by name, self excluded
+  // Members dropped for silence (not those that said Bye), with their connections, for
+  // kDepartedMemoryMs: they still get heartbeats, and one heard again on its old route (a
+  // stalled link, a paused process) is readmitted (docs/PROTOCOL.md "Peers").
+  std::map<std::string, Member> departed_;
   std::map<std::string, std::string> route_to_name_;  // ROUTER routing id -> member name
   std::map<std::string, uint64_t> route_sequence_;    // last sequence seen per routing id
 
@@ -181,13 +195,14 @@ class Peer {
   std::string sync_reason_;
   std::string sync_from_;
   Clock::time_point sync_started_;
+  Clock::time_point sync_progress_;  // the resync began, or its last state chunk arrived
   std::unique_ptr<protocol::ChunkAssembler> state_assembler_;
 
   // Metrics.
   std::ofstream metrics_;
   uint64_t bytes_sent_ = 0, bytes_sent_at_step_ = 0, bytes_received_at_step_ = 0;
   Clock::time_point step_clock_ = Clock::now();
-  uint64_t frames_rejected_ = 0, resyncs_ = 0, divergences_ = 0;
+  uint64_t frames_rejected_ = 0, resyncs_ = 0, divergences_ = 0, readmitted_ = 0;
   double compute_seconds_ = 0, apply_seconds_ = 0;  // this step: local work, and decoding + applying
   std::map<std::string, uint64_t> rejected_by_code_;
   Clock::time_point last_heartbeat_;
@@ -229,6 +244,7 @@ Status Peer::InitTransport() {
   max_frame_bytes_ = protocol::MaxFrameBytes(o_.chunk_bytes);
   transport::SocketOptions so;
   so.max_frame_bytes = static_cast<int64_t>(max_frame_bytes_);
+  so.zmtp_heartbeat_ms = ZmtpHeartbeatMs(o_.heartbeat_timeout_ms);
   if (secure_) {
     SHOAL_ASSIGN_OR_RETURN(crypto::AllowList list, crypto::AllowList::Load(o_.allow_keys));
     if (list.size() == 0) return Status::FailedPrecondition("--allow-keys " + o_.allow_keys + " holds no keys");
@@ -245,6 +261,7 @@ Status Peer::ConnectMember(const protocol::PeerInfo& info) {
   if (info.name == self_.name || members_.count(info.name)) return Status::Ok();
   transport::SocketOptions so;
   so.max_frame_bytes = static_cast<int64_t>(max_frame_bytes_);
+  so.zmtp_heartbeat_ms = ZmtpHeartbeatMs(swarm_info_.heartbeat_timeout_ms);
   if (secure_) {
     if (info.curve_key.empty()) return Status::Protocol("member " + info.name + " has no CURVE key");
     so.curve = std::make_shared<const crypto::KeyPair>(keys_);
@@ -265,6 +282,7 @@ void Peer::IntroduceTo(Member& m) {
   protocol::Header h = Header(m);
   if (m.out->Send(protocol::EncodeJoin(h, self_, false), milliseconds(0)).ok()) {
     m.joined_us = true;
+    m.join_handshakes = m.out->handshakes().succeeded;
   } else {
     --m.out_sequence;  // not sent: the next try reuses the number
   }
@@ -484,6 +502,9 @@ void Peer::Handle(transport::ServerChannel::Inbound& in) {
   const wire::Envelope* env = v.envelope;
   if (env->message_type() == wire::Message::Join) return HandleJoin(in, env);
   auto rit = route_to_name_.find(in.peer);
+  if (rit != route_to_name_.end() && !members_.count(rit->second) && departed_.count(rit->second) &&
+      (!secure_ || in.user_id == departed_.at(rit->second).info.curve_key))
+    Readmit(rit->second);
   if (rit == route_to_name_.end() || !members_.count(rit->second))
     return Reject("", ErrorCode::NotMember, std::string(protocol::MessageName(env->message_type())) + " before Join");
   const std::string& from = rit->second;
@@ -515,6 +536,8 @@ void Peer::Handle(transport::ServerChannel::Inbound& in) {
       spdlog::info("peer {}: sent the state after step {} to {}", self_.name, committed_, from);
       return;
     }
+    case wire::Message::Members:  // a late answer to a Join request this peer repeated while waiting
+      return;
     case wire::Message::Bye:
       spdlog::info("peer {}: member {} left", self_.name, from);
       members_.erase(from);
@@ -539,6 +562,11 @@ void Peer::HandleJoin(const transport::ServerChannel::Inbound& in, const wire::E
   if (secure_ && info->curve_key != in.user_id)
     return Reject("", ErrorCode::BadSender, "Join's key is not the connection's");
   if (info->name == self_.name) return Reject("", ErrorCode::Refused, "name '" + info->name + "' is this peer's");
+  if (auto d = departed_.find(info->name); d != departed_.end()) {
+    if (d->second.info.curve_key != info->curve_key)
+      return Reject("", ErrorCode::Refused, "name '" + info->name + "' belongs to another key");
+    departed_.erase(d);  // it rejoins afresh
+  }
   auto it = members_.find(info->name);
   if (it != members_.end() && it->second.info.curve_key != info->curve_key)
     return Reject("", ErrorCode::Refused, "name '" + info->name + "' belongs to another key");
@@ -557,6 +585,15 @@ void Peer::HandleJoin(const transport::ServerChannel::Inbound& in, const wire::E
   if (!m.introduced) spdlog::info("peer {}: member {} joined ({})", self_.name, info->name, info->endpoint);
   m.introduced = true;
   m.last_heard = Clock::now();
+  // One route per member: a Join on a new connection retires the old one.
+  for (auto r = route_to_name_.begin(); r != route_to_name_.end();) {
+    if (r->second == info->name && r->first != in.peer) {
+      route_sequence_.erase(r->first);
+      r = route_to_name_.erase(r);
+    } else {
+      ++r;
+    }
+  }
   route_to_name_[in.peer] = info->name;
   route_sequence_[in.peer] = env->sequence();
   IntroduceTo(m);  // if its connection is up already; the joiner repeats its request otherwise
@@ -656,6 +693,7 @@ void Peer::HandleState(const std::string& from, const wire::Envelope* env) {
   const wire::State* s = env->message_as_State();
   if (!state_assembler_) state_assembler_ = std::make_unique<protocol::ChunkAssembler>(4 * n_ * sizeof(float) + (1u << 20));
   Status st = state_assembler_->Add(s->payload());
+  sync_progress_ = Clock::now();
   if (!st.ok()) {
     state_assembler_.reset();
     return Reject(from, ErrorCode::MalformedFrame, st.message());
@@ -714,8 +752,15 @@ void Peer::ExpireMembers() {
     if (MillisSince(m.last_heard) > static_cast<int64_t>(swarm_info_.heartbeat_timeout_ms)) gone.push_back(name);
   for (const auto& name : gone) {
     spdlog::warn("peer {}: member {} silent for over {} ms; dropped", self_.name, name, swarm_info_.heartbeat_timeout_ms);
+    Member& m = members_.at(name);
+    if (m.introduced && departed_.size() < 64) {
+      m.last_heard = Clock::now();  // now: when it departed
+      departed_[name] = std::move(m);
+    }
     members_.erase(name);
   }
+  for (auto d = departed_.begin(); d != departed_.end();)
+    d = MillisSince(d->second.last_heard) > kDepartedMemoryMs ? departed_.erase(d) : std::next(d);
   // A new leader re-announces its last commit, for members the old one may have missed.
   if (!gone.empty() && Leader() != leader && Leader() == self_.name && committed_ > 0 && !commit_log_.empty()) {
     spdlog::info("peer {}: now the step leader (after {})", self_.name, leader);
@@ -739,10 +784,26 @@ void Peer::ExpireMembers() {
   }
 }
 
+// A member dropped for silence is heard again on the route its Join came by (and, with CURVE,
+// with the same key): the link stalled or the process was paused, but it is the same member.
+// It is trusted again at once, with the endpoint and signing key of its earlier Join; if its
+// replica moved on meanwhile, the next commit's hash check sends one side to resynchronise.
+void Peer::Readmit(const std::string& name) {
+  auto node = departed_.extract(name);
+  Member& m = members_[name] = std::move(node.mapped());
+  m.introduced = true;
+  m.last_heard = Clock::now();
+  ++readmitted_;
+  spdlog::info("peer {}: member {} is back; readmitted", self_.name, name);
+}
+
 void Peer::Heartbeat() {
   if (MillisSince(last_heartbeat_) < static_cast<int64_t>(swarm_info_.heartbeat_interval_ms)) return;
   last_heartbeat_ = Clock::now();
   Broadcast([&](Member& m) { return protocol::EncodeHeartbeat(Header(m), false, 0.0f); });
+  // Departed members hear from us too, so a member that comes back readmits us as we do it.
+  for (auto& [name, m] : departed_)
+    if (m.joined_us) (void)m.out->Send(protocol::EncodeHeartbeat(Header(m), false, 0.0f), milliseconds(0));
 }
 
 // ---- steps ---------------------------------------------------------------------------------
@@ -1010,6 +1071,7 @@ void Peer::Resync(const std::string& from, const std::string& why) {
   }
   if (source.empty()) return;
   spdlog::warn("peer {}: resynchronising from {}: {}", self_.name, source, why);
+  if (!syncing_) sync_progress_ = Clock::now();
   syncing_ = true;
   sync_from_ = source;
   sync_reason_ = why;
@@ -1063,6 +1125,7 @@ void Peer::FinishStep(uint64_t step, size_t included, double loss, double spread
       {"apply_seconds", apply_seconds_},
       {"resyncs", resyncs_},
       {"divergences", divergences_},
+      {"readmitted", readmitted_},
       {"frames_rejected", frames_rejected_},
       {"rejected_by_code", rejected_by_code_},
   };
@@ -1099,13 +1162,26 @@ Status Peer::Run(const std::atomic<bool>& stop) {
       Handle(*in);
       SHOAL_ASSIGN_OR_RETURN(in, server_->Recv(milliseconds(0)));
     }
-    for (auto& [name, m] : members_) {
-      (void)m.out->Recv(milliseconds(0));  // DEALER bookkeeping (handshakes)
-      IntroduceTo(m);
-    }
+    for (auto* group : {&members_, &departed_})
+      for (auto& [name, m] : *group) {
+        (void)m.out->Recv(milliseconds(0));  // DEALER bookkeeping (handshakes)
+        // ZeroMQ reconnected (the member restarted, or a stalled link timed out): the member
+        // sees a new connection, so introduce ourselves on it again before anything else.
+        if (m.joined_us && m.out->handshakes().succeeded > m.join_handshakes) {
+          spdlog::info("peer {}: new connection to {}; sending Join again", self_.name, name);
+          m.joined_us = false;
+        }
+        IntroduceTo(m);
+      }
     ExpireMembers();
     Heartbeat();
     if (syncing_) {
+      // Every member asked in turn, and none sent the model (all are syncing themselves, or
+      // gone): this peer cannot take part; say so instead of waiting forever.
+      if (MillisSince(sync_progress_) > static_cast<int64_t>(std::max(o_.join_timeout_ms, 4 * swarm_info_.step_timeout_ms)))
+        return Status::Unavailable("no member sent this peer the model (" + sync_reason_ + ") within " +
+                                   std::to_string(std::max(o_.join_timeout_ms, 4 * swarm_info_.step_timeout_ms) / 1000) +
+                                   " s; are the other peers still running?");
       RequestState();
       if (MillisSince(sync_started_) > 2 * static_cast<int64_t>(swarm_info_.step_timeout_ms)) {
         // No answer (the member may be syncing itself, or gone): ask the next member in order.

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <thread>
 #include <zmq.hpp>
 
 #include "crypto/crypto.h"
@@ -162,6 +163,45 @@ TEST(Peers, SurviveAKilledLeaderAndCatchUpALateJoiner) {
   EXPECT_EQ(s3.begin()->second["model_hash"], s1.at(s3.begin()->first)["model_hash"]) << "from its first step";
   EXPECT_GE(s3.begin()->second["resyncs"].get<int>(), 1) << "the replica came by state transfer";
   EXPECT_EQ(s1.rbegin()->second["divergences"], 0);
+}
+
+// A member paused (SIGSTOP) for three heartbeat timeouts is dropped by the others and drops
+// them in turn when it wakes; both sides readmit each other on the old authenticated routes
+// (no new Join), the paused replica catches up by state transfer, and the swarm agrees again.
+TEST(Peers, APausedMemberIsReadmittedAndCatchesUp) {
+  const std::string dir = TempDir("peers-pause");
+  Swarm swarm(dir, 3, /*secure=*/true);
+  auto task = DigitsTask(0, 3, "0.1");
+  SetFlag(task, "--model", "mlp:256");
+  Process& p0 = swarm.Start(0, 3, task);
+  ASSERT_TRUE(WaitFor([&] { return p0.Stderr().find("founded swarm") != std::string::npos; }, seconds(30)));
+  Process& p1 = swarm.Start(1, 3, task);
+  Process& p2 = swarm.Start(2, 3, task);
+  ASSERT_TRUE(WaitFor([&] { return Steps(swarm.Metrics(2)).size() >= 30; }, seconds(60))) << p2.Stderr();
+  p2.Signal(SIGSTOP);
+  const uint64_t paused_at = Steps(swarm.Metrics(0)).rbegin()->first;
+  std::this_thread::sleep_for(seconds(3));
+  p2.Signal(SIGCONT);
+  const uint64_t resumed_at = Steps(swarm.Metrics(0)).rbegin()->first;
+  EXPECT_GT(resumed_at, paused_at + 5) << "the others went on without the paused member";
+  ASSERT_TRUE(WaitFor([&] {
+    const auto s2 = Steps(swarm.Metrics(2));
+    return !s2.empty() && s2.rbegin()->first > resumed_at + 30 && s2.rbegin()->second["members"] == 3;
+  }, seconds(60))) << p2.Stderr();
+  for (Process* p : {&p0, &p1, &p2}) p->Signal(SIGTERM);
+  for (Process* p : {&p0, &p1, &p2}) EXPECT_EQ(p->Wait(seconds(30)), 0) << p->Stderr();
+
+  const auto s0 = Steps(swarm.Metrics(0)), s1 = Steps(swarm.Metrics(1)), s2 = Steps(swarm.Metrics(2));
+  EXPECT_GE(s0.rbegin()->second["readmitted"].get<int>(), 1) << p0.Stderr();
+  EXPECT_GE(s2.rbegin()->second["resyncs"].get<int>(), 2) << "joining, then catching up: " << p2.Stderr();
+  // From some step after the resume on, all three agree at every step.
+  std::vector<std::map<uint64_t, nlohmann::json>> tail(3);
+  for (int i = 0; i < 3; ++i)
+    for (const auto& [step, line] : (i == 0 ? s0 : i == 1 ? s1 : s2))
+      if (step > resumed_at + 20) tail[i][step] = line;
+  uint64_t common = 0;
+  ExpectSameHashes(tail, &common);
+  EXPECT_GE(common, 5u);
 }
 
 // A raw member speaking the protocol by hand: a listed key, a ROUTER the peers connect to.

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Serverless training traffic and step time, 4 shoal-peer processes on 127.0.0.1, one model of
+# 1,126,410 parameters (mlp:1024,1024 on digits): bytes each peer sends per step for
+# allgather (dense fp32 and DeMo), diloco + int8 and gossip, against a dense ring all-reduce's
+# 2(n-1)/n x model bytes, and the step time against PyTorch's gloo all-reduce of a tensor of
+# the same size, measured in the same run (needs: scripts/setup python3-torch).
+#   bench/peer_bench.sh            (STEPS=20 by default)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=build/bin
+OUT="${OUT:-build/bench-peers}"
+STEPS="${STEPS:-20}"
+N=4
+mkdir -p "$OUT"
+export OPENBLAS_NUM_THREADS=1
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+run() {  # label steps flags...
+  local label=$1 steps=$2
+  shift 2
+  local ports=() pids=()
+  for ((i = 0; i < N; i++)); do ports+=("$(port)"); done
+  for ((i = 0; i < N; i++)); do
+    local boot=()
+    [ "$i" -gt 0 ] && boot=(--peers "tcp://127.0.0.1:${ports[0]}")
+    "$BIN/shoal-peer" --listen "tcp://127.0.0.1:${ports[$i]}" --name "p$i" --partition "$i/$N" --partition-scheme iid \
+      --model mlp:1024,1024 --seed 1 --steps "$steps" --min-peers "$N" --eval-every 0 --device cpu \
+      --step-timeout 30 --heartbeat-timeout 30 "${boot[@]}" "$@" --metrics-out "$OUT/$label-p$i.jsonl" \
+      2>"$OUT/$label-p$i.log" &
+    pids+=("$!")
+    [ "$i" -eq 0 ] && sleep 0.5
+  done
+  for p in "${pids[@]}"; do wait "$p"; done
+  python3 bench/peer_summary.py "$label" "$OUT/$label"-p*.jsonl
+}
+
+run allgather-dense "$STEPS" --mode allgather --lr 0.05 --momentum 0.9
+run allgather-demo "$STEPS" --mode allgather --client-optimizer demo --lr 0.001 --codec demo:chunk=64,topk=8,bits=1
+run diloco-int8 3 --mode diloco --client-optimizer adamw --lr 0.001 --diloco-inner-steps 100 --codec int8
+run gossip-dense "$STEPS" --mode gossip --lr 0.05 --momentum 0.9 --gossip-k 2
+/usr/bin/python3 bench/torch_allreduce.py --numel 1126410 --world "$N" --iters 20

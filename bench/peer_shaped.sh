@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Step time on the consumer link DisTrO targets, measured: 4 shoal-peer processes, each in its
+# own network namespace, joined through a bridge by veth pairs shaped with tc tbf to 100 Mbit/s
+# down and 10 Mbit/s up per peer (netem is absent from this kernel, so no added delay). The
+# model is mlp:1024,1024 on digits (1,126,410 parameters); the runs are allgather + DeMo,
+# diloco + int8 (H = 100 inner steps) and a dense fp32 allgather of the same model, with
+# CurveZMQ on every link. Needs root and iproute2. Creates and removes namespaces shoalb-*.
+#   sudo bench/peer_shaped.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN="$PWD/build/bin"
+OUT="${OUT:-build/bench-shaped}"
+N=4
+UP="${UP:-10mbit}"
+DOWN="${DOWN:-100mbit}"
+mkdir -p "$OUT"
+KEYS="$(mktemp -d)"
+cleanup() {
+  pkill -f "shoal-peer --listen tcp://10.77.0." 2>/dev/null || true
+  for ((i = 0; i < N; i++)); do ip netns del "shoalb-p$i" 2>/dev/null || true; done
+  ip netns del shoalb-hub 2>/dev/null || true
+  rm -rf "$KEYS"
+}
+trap cleanup EXIT
+cleanup
+KEYS="$(mktemp -d)"
+
+# A hub namespace with a bridge; each peer namespace hangs off it by a veth pair. Egress on
+# the peer's end is its uplink (UP), egress on the hub's end its downlink (DOWN).
+ip netns add shoalb-hub
+ip netns exec shoalb-hub ip link add br0 type bridge
+ip netns exec shoalb-hub ip link set br0 up
+for ((i = 0; i < N; i++)); do
+  ns="shoalb-p$i"
+  ip netns add "$ns"
+  ip link add "veth$i" netns "$ns" type veth peer name "hub$i" netns shoalb-hub
+  ip netns exec "$ns" ip addr add "10.77.0.$((i + 1))/24" dev "veth$i"
+  ip netns exec "$ns" ip link set "veth$i" up
+  ip netns exec "$ns" ip link set lo up
+  ip netns exec shoalb-hub ip link set "hub$i" master br0
+  ip netns exec shoalb-hub ip link set "hub$i" up
+  ip netns exec "$ns" tc qdisc add dev "veth$i" root tbf rate "$UP" burst 64kb latency 2s
+  ip netns exec shoalb-hub tc qdisc add dev "hub$i" root tbf rate "$DOWN" burst 256kb latency 2s
+  "$BIN/shoal-keygen" "$KEYS/p$i" >/dev/null 2>&1
+done
+mkdir "$KEYS/allow"
+cp "$KEYS"/p*.pub "$KEYS/allow/"
+export OPENBLAS_NUM_THREADS=1
+
+run() {  # label steps flags...
+  local label=$1 steps=$2
+  shift 2
+  local pids=()
+  for ((i = 0; i < N; i++)); do
+    local boot=()
+    [ "$i" -gt 0 ] && boot=(--peers "tcp://10.77.0.1:7100@$KEYS/p0.pub")
+    ip netns exec "shoalb-p$i" "$BIN/shoal-peer" --listen "tcp://10.77.0.$((i + 1)):7100" --name "p$i" \
+      --secret-key "$KEYS/p$i.key" --allow-keys "$KEYS/allow" --partition "$i/$N" --partition-scheme iid \
+      --model mlp:1024,1024 --seed 1 --steps "$steps" --min-peers "$N" --eval-every 0 --device cpu \
+      --step-timeout 300 --heartbeat-interval 1 --heartbeat-timeout 120 --join-timeout 60 "${boot[@]}" "$@" \
+      --metrics-out "$OUT/$label-p$i.jsonl" 2>"$OUT/$label-p$i.log" &
+    pids+=("$!")
+    [ "$i" -eq 0 ] && sleep 1
+  done
+  for p in "${pids[@]}"; do wait "$p"; done
+  python3 bench/peer_summary.py "$label" "$OUT/$label"-p*.jsonl
+}
+
+echo "links: $UP up, $DOWN down per peer, $N peers"
+run allgather-demo "${DEMO_STEPS:-12}" --mode allgather --client-optimizer demo --lr 0.001 --codec demo:chunk=64,topk=8,bits=1
+run diloco-int8 "${DILOCO_STEPS:-3}" --mode diloco --client-optimizer adamw --lr 0.001 --diloco-inner-steps 100 --codec int8
+run allgather-dense "${DENSE_STEPS:-4}" --mode allgather --lr 0.05 --momentum 0.9
