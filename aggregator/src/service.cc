@@ -789,14 +789,27 @@ Status Service::Impl::CloseRound() {
 
   double train_loss = 0.0, encode_seconds = 0.0;
   uint64_t weight = 0;
-  for (const auto& r : results)
+  // Federated evaluation: clients whose trainer evaluates report the received global model's
+  // loss and accuracy on their own data; weighted by their evaluation examples.
+  double eval_loss = 0.0, eval_accuracy = 0.0, eval_weight = 0.0;
+  for (const auto& r : results) {
+    double e_loss = 0.0, e_acc = 0.0, e_n = 0.0;
     for (const auto& [name, v] : r.metrics) {
       if (name == "train_loss") {
         train_loss += v * static_cast<double>(r.num_examples);
         weight += r.num_examples;
       }
       if (name == "encode_seconds") encode_seconds += v;
+      if (name == "eval_loss") e_loss = v;
+      if (name == "eval_accuracy") e_acc = v;
+      if (name == "eval_examples") e_n = v;
     }
+    if (e_n >= 1 && e_n <= 1e12 && e_acc >= 0 && e_acc <= 1) {
+      eval_loss += e_n * e_loss;
+      eval_accuracy += e_n * e_acc;
+      eval_weight += e_n;
+    }
+  }
 
   nlohmann::json line = {
       {"round", round_.number},
@@ -824,6 +837,10 @@ Status Service::Impl::CloseRound() {
       {"handshakes_refused", server_->handshakes().failed_auth},
       {"allow_list_keys", allow_list_ ? allow_list_->size() : 0},
   };
+  if (eval_weight > 0) {  // of the model the clients received this round (before the update)
+    line["client_eval_loss"] = eval_loss / eval_weight;
+    line["client_eval_accuracy"] = eval_accuracy / eval_weight;
+  }
   SHOAL_RETURN_IF_ERROR(WriteMetrics(line));
   SHOAL_RETURN_IF_ERROR(SaveCheckpoint());
   if (o_.print_table) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -34,6 +35,7 @@ class Client::Impl {
   ~Impl() { StopTraining(); }
 
   Status Run();
+  Status Poll(milliseconds timeout, bool* finished);
   void Cancel() {
     cancel_ = true;
     train_cancel_ = true;
@@ -84,6 +86,18 @@ class Client::Impl {
   zmq::context_t ctx_{1};
   std::unique_ptr<transport::ClientChannel> channel_;
   std::string public_key_;  // this client's CURVE public key (Z85); empty without security
+
+  // The loop (Start, then Iterate until it returns the run's result).
+  Status Start();
+  std::optional<Status> Iterate(milliseconds max_wait);
+  bool started_ = false;
+  std::optional<Status> result_;
+  uint64_t num_examples_ = 0;
+  Clock::time_point give_up_at_;
+  bool ever_registered_ = false;
+  milliseconds hello_backoff_{250};
+  Clock::time_point next_hello_;
+  Clock::time_point last_progress_event_;
 
   // Registration.
   bool registered_ = false;
@@ -136,10 +150,20 @@ void Client::Impl::StartTraining(std::vector<float> global, RoundConfig config) 
     ctx.cancel = &train_cancel_;
     TrainResult result;
     Status st;
+    // Federated evaluation: the global model as received, on this client's data, before it
+    // trains (trainers without Evaluate skip it). Reported with the update's metrics.
+    std::optional<EvalResult> eval;
     try {
+      EvalResult e;
+      if (trainer_->Evaluate(global, &e).ok() && std::isfinite(e.loss) && std::isfinite(e.accuracy)) eval = e;
       st = trainer_->Train(global, config, ctx, &result);
     } catch (const std::exception& e) {  // an application trainer must not take the client down
       st = Status::Internal(std::string("trainer threw: ") + e.what());
+    }
+    if (st.ok() && eval) {
+      result.metrics.emplace_back("eval_loss", eval->loss);
+      result.metrics.emplace_back("eval_accuracy", eval->accuracy);
+      result.metrics.emplace_back("eval_examples", static_cast<double>(eval->num_examples));
     }
     train_status_ = st;
     train_result_ = std::move(result);
@@ -442,113 +466,147 @@ Status Client::Impl::HandshakeError() const {
   return transport::HandshakeFailure(*channel_, "the aggregator at " + o_.connect, public_key_);
 }
 
-Status Client::Impl::Run() {
+Status Client::Impl::Start() {
   transport::SocketOptions so;
   so.max_frame_bytes = static_cast<int64_t>(o_.max_frame_bytes);
   SHOAL_RETURN_IF_ERROR(ConfigureSecurity(so));
   SHOAL_ASSIGN_OR_RETURN(channel_, transport::ClientChannel::Connect(ctx_, o_.connect, so));
+  num_examples_ = trainer_->num_examples();
+  give_up_at_ = Clock::now() + milliseconds(o_.connect_timeout_ms);
+  next_hello_ = Clock::now();
+  return Status::Ok();
+}
 
-  const uint64_t num_examples = trainer_->num_examples();
-  auto give_up_at = Clock::now() + milliseconds(o_.connect_timeout_ms);
-  bool ever_registered = false;
-  milliseconds hello_backoff(250);
-  Clock::time_point next_hello = Clock::now();
-  Clock::time_point last_progress_event;
+Status Client::Impl::Run() {
+  bool finished = false;
+  Status st;
+  while (!finished) st = Poll(milliseconds(1000), &finished);
+  return st;
+}
 
-  while (!cancel_.load()) {
-    const auto now = Clock::now();
-    if (!registered_) {
-      if (now >= give_up_at) {
-        StopTraining();
-        const double secs = (ever_registered ? o_.reconnect_timeout_ms : o_.connect_timeout_ms) / 1000.0;
-        if (!last_error_.empty())
-          return Status::Unavailable("could not join the aggregator at " + o_.connect + " within " +
-                                     std::to_string(static_cast<int>(secs)) + " s; it said: " + last_error_);
-        return Status::Unavailable((ever_registered ? "lost the aggregator at " : "no answer from the aggregator at ") +
-                                   o_.connect + " for " + std::to_string(static_cast<int>(secs)) +
-                                   " s; is shoal-aggregator running there, and is --connect right?");
-      }
-      if (now >= next_hello) {
-        session_ = 0;
-        client_id_ = 0;
-        Status st = channel_->Send(protocol::EncodeHello({0, 0, 0, ++sequence_}, o_.name, num_examples,
-                                                         trainer_->name(), codec::SupportedStages()),
-                                   milliseconds(100));
-        if (!st.ok()) spdlog::debug("hello not sent yet: {}", st.message());
-        next_hello = now + hello_backoff;
-        hello_backoff = std::min(hello_backoff * 2, milliseconds(5000));
-      }
-    }
-
-    // Poll briefly while training so a finished update goes out without delay.
-    SHOAL_ASSIGN_OR_RETURN(auto frame, channel_->Recv(milliseconds(worker_.joinable() ? 2 : 50)));
-    if (o_.max_handshake_failures > 0 && channel_->handshake_failures_in_a_row() >= o_.max_handshake_failures) {
+Status Client::Impl::Poll(milliseconds timeout, bool* finished) {
+  *finished = false;
+  if (!result_ && !started_) {
+    started_ = true;
+    Status st = Start();
+    if (!st.ok()) result_ = st;
+  }
+  const auto deadline = Clock::now() + timeout;
+  while (!result_) {
+    const auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
+    if (auto r = Iterate(std::max(left, milliseconds(0)))) {
       StopTraining();
-      return HandshakeError();
+      if (channel_) UpdateStats();
+      result_ = *r;
     }
-    if (frame) {
-      const bool was_registered = registered_;
-      SHOAL_RETURN_IF_ERROR(HandleFrame(*frame));
-      if (finished_) break;
-      if (!was_registered && registered_) {
-        ever_registered = true;
-        hello_backoff = milliseconds(250);
-      }
-      if (was_registered && !registered_) {  // the aggregator forgot us: register again at once
-        next_hello = Clock::now();
-        give_up_at = Clock::now() + milliseconds(o_.reconnect_timeout_ms);
-      }
-    }
-    if (!registered_) continue;
+    if (Clock::now() >= deadline) break;
+  }
+  if (!result_) return Status::Ok();
+  *finished = true;
+  return *result_;
+}
 
-    // Liveness: heartbeat while idle or training; detect a vanished aggregator.
-    const auto t = Clock::now();
-    if (t - last_sent_ >= milliseconds(welcome_->heartbeat_interval_ms)) {
-      const bool busy = worker_.joinable();
-      // Never block the loop on a heartbeat: if the aggregator is away, the timeout below notices.
-      Status st = Send(protocol::EncodeHeartbeat(NextHeader(task_round_), busy, busy ? progress_.load() : 0.0f),
-                       milliseconds(10));
-      if (!st.ok()) spdlog::debug("heartbeat not sent: {}", st.message());
+// One pass of the protocol loop, waiting at most `max_wait` for a frame. Returns the run's
+// final status when it is over.
+std::optional<Status> Client::Impl::Iterate(milliseconds max_wait) {
+  if (cancel_.load()) {
+    StopTraining();
+    // Tell the aggregator we are leaving so it does not wait for our update.
+    if (registered_) (void)channel_->Send(protocol::EncodeBye(NextHeader(task_round_), "client cancelled"), milliseconds(500));
+    return Status::Cancelled("client cancelled");
+  }
+  const auto now = Clock::now();
+  if (!registered_) {
+    if (now >= give_up_at_) {
+      const double secs = (ever_registered_ ? o_.reconnect_timeout_ms : o_.connect_timeout_ms) / 1000.0;
+      if (!last_error_.empty())
+        return Status::Unavailable("could not join the aggregator at " + o_.connect + " within " +
+                                   std::to_string(static_cast<int>(secs)) + " s; it said: " + last_error_);
+      return Status::Unavailable((ever_registered_ ? "lost the aggregator at " : "no answer from the aggregator at ") +
+                                 o_.connect + " for " + std::to_string(static_cast<int>(secs)) +
+                                 " s; is shoal-aggregator running there, and is --connect right?");
     }
-    if (t - last_heard_ >= milliseconds(welcome_->heartbeat_timeout_ms)) {
-      ClientEvent e(ClientEvent::Kind::kReconnecting);
-      e.message = "no word from the aggregator for " + std::to_string(welcome_->heartbeat_timeout_ms) + " ms";
-      Emit(e);
-      Unregister(e.message);
-      SHOAL_RETURN_IF_ERROR(channel_->Reset());
-      {
-        std::lock_guard<std::mutex> lock(stats_mu_);
-        ++stats_.reconnects;
-      }
-      give_up_at = Clock::now() + milliseconds(o_.reconnect_timeout_ms);
-      next_hello = Clock::now();
-      hello_backoff = milliseconds(250);
-      continue;
-    }
-    if (worker_.joinable()) {
-      if (train_done_.load()) {
-        SHOAL_RETURN_IF_ERROR(FinishTraining());
-      } else if (t - last_progress_event >= milliseconds(100)) {
-        ClientEvent e(ClientEvent::Kind::kProgress);
-        e.round = training_round_;
-        e.progress = progress_.load();
-        Emit(e);
-        last_progress_event = t;
-      }
+    if (now >= next_hello_) {
+      session_ = 0;
+      client_id_ = 0;
+      Status st = channel_->Send(protocol::EncodeHello({0, 0, 0, ++sequence_}, o_.name, num_examples_,
+                                                       trainer_->name(), codec::SupportedStages()),
+                                 milliseconds(100));
+      if (!st.ok()) spdlog::debug("hello not sent yet: {}", st.message());
+      next_hello_ = now + hello_backoff_;
+      hello_backoff_ = std::min(hello_backoff_ * 2, milliseconds(5000));
     }
   }
-  StopTraining();
-  UpdateStats();
-  if (finished_) return Status::Ok();
-  // Tell the aggregator we are leaving so it does not wait for our update.
-  if (registered_) (void)channel_->Send(protocol::EncodeBye(NextHeader(task_round_), "client cancelled"), milliseconds(500));
-  return Status::Cancelled("client cancelled");
+
+  // Poll briefly while training so a finished update goes out without delay.
+  auto frame = channel_->Recv(std::min(max_wait, milliseconds(worker_.joinable() ? 2 : 50)));
+  if (!frame.ok()) return frame.status();
+  if (o_.max_handshake_failures > 0 && channel_->handshake_failures_in_a_row() >= o_.max_handshake_failures)
+    return HandshakeError();
+  if (*frame) {
+    const bool was_registered = registered_;
+    Status st = HandleFrame(**frame);
+    if (!st.ok()) return st;
+    if (finished_) return Status::Ok();
+    if (!was_registered && registered_) {
+      ever_registered_ = true;
+      hello_backoff_ = milliseconds(250);
+    }
+    if (was_registered && !registered_) {  // the aggregator forgot us: register again at once
+      next_hello_ = Clock::now();
+      give_up_at_ = Clock::now() + milliseconds(o_.reconnect_timeout_ms);
+    }
+  }
+  if (!registered_) return std::nullopt;
+
+  // Liveness: heartbeat while idle or training; detect a vanished aggregator.
+  const auto t = Clock::now();
+  if (t - last_sent_ >= milliseconds(welcome_->heartbeat_interval_ms)) {
+    const bool busy = worker_.joinable();
+    // Never block the loop on a heartbeat: if the aggregator is away, the timeout below notices.
+    Status st = Send(protocol::EncodeHeartbeat(NextHeader(task_round_), busy, busy ? progress_.load() : 0.0f),
+                     milliseconds(10));
+    if (!st.ok()) spdlog::debug("heartbeat not sent: {}", st.message());
+  }
+  if (t - last_heard_ >= milliseconds(welcome_->heartbeat_timeout_ms)) {
+    ClientEvent e(ClientEvent::Kind::kReconnecting);
+    e.message = "no word from the aggregator for " + std::to_string(welcome_->heartbeat_timeout_ms) + " ms";
+    Emit(e);
+    Unregister(e.message);
+    Status st = channel_->Reset();
+    if (!st.ok()) return st;
+    {
+      std::lock_guard<std::mutex> lock(stats_mu_);
+      ++stats_.reconnects;
+    }
+    give_up_at_ = Clock::now() + milliseconds(o_.reconnect_timeout_ms);
+    next_hello_ = Clock::now();
+    hello_backoff_ = milliseconds(250);
+    return std::nullopt;
+  }
+  if (worker_.joinable()) {
+    if (train_done_.load()) {
+      Status st = FinishTraining();
+      if (!st.ok()) return st;
+    } else if (t - last_progress_event_ >= milliseconds(100)) {
+      ClientEvent e(ClientEvent::Kind::kProgress);
+      e.round = training_round_;
+      e.progress = progress_.load();
+      Emit(e);
+      last_progress_event_ = t;
+    }
+  }
+  return std::nullopt;
 }
 
 Client::Client(ClientOptions options, std::unique_ptr<Trainer> trainer)
     : impl_(std::make_unique<Impl>(std::move(options), std::move(trainer))) {}
 Client::~Client() = default;
 Status Client::Run() { return impl_->Run(); }
+Status Client::Poll(uint32_t timeout_ms, bool* finished) {
+  bool ignored = false;
+  return impl_->Poll(milliseconds(timeout_ms), finished ? finished : &ignored);
+}
 void Client::Cancel() { impl_->Cancel(); }
 Client::Stats Client::stats() const { return impl_->stats(); }
 

@@ -38,6 +38,13 @@ TEST(Federated, ThreeClientsFiveRoundsAccuracyRises) {
   EXPECT_GT(lines[4]["test_accuracy"].get<double>(), lines[0]["test_accuracy"].get<double>());
   EXPECT_GT(lines[4]["test_accuracy"].get<double>(), 0.85);
   EXPECT_NE(lines[3]["model_hash"], lines[4]["model_hash"]);
+  // Federated evaluation: round r's clients evaluate the model of round r-1 on their own
+  // (training) data, so it tracks the held-out accuracy of the round before, a little above.
+  ASSERT_TRUE(lines[0].contains("client_eval_accuracy"));
+  EXPECT_LT(lines[0]["client_eval_accuracy"].get<double>(), 0.3) << "round 1 evaluates the untrained model";
+  for (size_t i = 1; i < lines.size(); ++i)
+    EXPECT_NEAR(lines[i]["client_eval_accuracy"].get<double>(), lines[i - 1]["test_accuracy"].get<double>(), 0.08)
+        << "round " << i + 1;
 }
 
 // (b) a client killed with SIGKILL mid-round: the round closes without it, the service keeps

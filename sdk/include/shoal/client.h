@@ -66,7 +66,14 @@ class Client {
   // what to check), or the handshake keeps failing (PermissionDenied for a refused key,
   // Unavailable for a wrong server key). Call at most once.
   Status Run();
-  // Thread-safe; makes Run() return promptly (cancels local training too).
+  // Instead of Run(), for an application with its own event loop: does the client's work
+  // (connecting, heartbeats, receiving, sending) for up to `timeout_ms` and returns. While the
+  // run goes on it returns OK with *finished = false; once it is over, *finished = true and
+  // the status is what Run() would have returned (and stays so on later calls). Local
+  // training still runs on the client's worker thread, so a Poll never blocks on it. Call
+  // from one thread at a time; do not mix with Run().
+  Status Poll(uint32_t timeout_ms, bool* finished);
+  // Thread-safe; makes Run() or Poll() return promptly (cancels local training too).
   void Cancel();
 
   struct Stats {

@@ -97,7 +97,9 @@ class Trainer {
   // Trains starting from `global` (flat, in task.layout order) and fills *out.
   virtual Status Train(std::span<const float> global, const RoundConfig& round, const TrainContext& ctx,
                        TrainResult* out) = 0;
-  // Evaluates `params` on local data. Optional.
+  // Evaluates `params` on local data. Optional. The client calls it each round on the global
+  // model it received, before Train (federated evaluation: the aggregator reports the
+  // example-weighted mean as client_eval_loss / client_eval_accuracy).
   virtual Status Evaluate(std::span<const float> params, EvalResult* out) {
     return Status::FailedPrecondition("this trainer does not evaluate");
   }
