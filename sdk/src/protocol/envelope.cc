@@ -61,6 +61,11 @@ Verified VerifyFrame(std::span<const uint8_t> frame, size_t max_frame_bytes) {
                std::to_string(max_frame_bytes);
     return v;
   }
+  if (reinterpret_cast<uintptr_t>(frame.data()) % alignof(uint64_t) != 0) {
+    v.aligned.reset(new uint64_t[(frame.size() + 7) / 8]);
+    std::memcpy(v.aligned.get(), frame.data(), frame.size());
+    frame = {reinterpret_cast<const uint8_t*>(v.aligned.get()), frame.size()};
+  }
   if (!flatbuffers::BufferHasIdentifier(frame.data(), wire::EnvelopeIdentifier())) {
     v.reason = "not a Shoal envelope (file identifier is not SHOL)";
     return v;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
@@ -37,9 +38,13 @@ struct Header {
 
 // Result of VerifyFrame: the envelope (pointing into the frame's bytes) or why it was refused.
 struct Verified {
-  const wire::Envelope* envelope = nullptr;
+  const wire::Envelope* envelope = nullptr;  // into the frame, or into `aligned`
   wire::ErrorCode error = wire::ErrorCode::Unknown;
   std::string reason;
+  // FlatBuffers reads scalars in place and needs the buffer 8-byte aligned; ZeroMQ hands out
+  // small messages at any offset of its receive buffer. Such a frame is verified and read
+  // from this aligned copy (heap storage: a moved Verified keeps `envelope` valid).
+  std::unique_ptr<uint64_t[]> aligned;
   bool ok() const { return envelope != nullptr; }
 };
 // Size check, file identifier, FlatBuffers Verifier with tight depth/table limits, a known
