@@ -263,6 +263,7 @@ Status Client::Impl::HandleWelcome(const wire::Envelope* env) {
   ClientEvent e(ClientEvent::Kind::kConnected);
   e.message = "joined " + o_.connect + " as client " + std::to_string(client_id_) + " (model " + welcome_->task.model +
               ", " + std::to_string(LayoutSize(welcome_->task.layout)) + " parameters)";
+  spdlog::debug("{}", e.message);  // the CLI shows the event itself; an embedding app may route logs
   Emit(e);
   return Status::Ok();
 }

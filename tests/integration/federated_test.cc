@@ -1,5 +1,6 @@
 // End-to-end federated training with real processes on 127.0.0.1.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <memory>
@@ -182,6 +183,72 @@ TEST(Federated, EmbeddedApplicationTrainer) {
   EXPECT_GT(lines[4]["test_accuracy"].get<double>(), lines[0]["test_accuracy"].get<double>());
   EXPECT_GT(lines[4]["test_accuracy"].get<double>(), 0.85);
   EXPECT_NE(apps[0]->Stdout().find("round 5: train_loss"), std::string::npos) << apps[0]->Stdout();
+}
+
+// The C application (examples/c, libshoal.so through the C ABI only): one process blocks in
+// shoal_client_run, the other steps the client from its own loop; both train with their own
+// logistic regression, and the aggregator reports their federated evaluation.
+TEST(Federated, EmbeddedCApplicationThroughTheCAbi) {
+  const std::string dir = TempDir("embed-c");
+  const int port = FreePort();
+  auto args = AggregatorArgs(port, 5, 2, dir + "/run.jsonl");
+  SetFlag(args, "--model", "linear");
+  Process agg("shoal-aggregator", args, dir + "/agg", kOneThread);
+  std::vector<std::unique_ptr<Process>> apps;
+  apps.push_back(std::make_unique<Process>("embed_logreg_c", std::vector<std::string>{"--connect", Endpoint(port), "--partition", "0/2"},
+                                           dir + "/app0"));
+  apps.push_back(std::make_unique<Process>(
+      "embed_logreg_c", std::vector<std::string>{"--connect", Endpoint(port), "--partition", "1/2", "--poll"}, dir + "/app1"));
+  ASSERT_EQ(agg.Wait(seconds(120)), 0) << agg.Stderr();
+  ExpectAllExitZero(apps);
+  auto lines = ReadJsonLines(dir + "/run.jsonl");
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_EQ(lines[4]["clients_reported"], 2);
+  EXPECT_GT(lines[4]["test_accuracy"].get<double>(), 0.85);
+  EXPECT_GT(lines[4]["client_eval_accuracy"].get<double>(), 0.8) << "evaluate() of the C trainer";
+  for (auto& app : apps) EXPECT_NE(app->Stdout().find("round 5: train_loss"), std::string::npos) << app->Stdout();
+  EXPECT_NE(apps[1]->Stdout().find("own loop: "), std::string::npos) << apps[1]->Stdout();
+}
+
+// The Python application (examples/python: ctypes, standard library only) joins the same way.
+TEST(Federated, EmbeddedPythonApplicationThroughCtypes) {
+  if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";
+  const std::string dir = TempDir("embed-py");
+  const int port = FreePort();
+  auto args = AggregatorArgs(port, 3, 2, dir + "/run.jsonl");
+  SetFlag(args, "--model", "linear");
+  SetFlag(args, "--round-timeout", "60");
+  Process agg("shoal-aggregator", args, dir + "/agg", kOneThread);
+  const std::map<std::string, std::string> env = {{"SHOAL_LIBRARY", std::string(SHOAL_LIB_DIR) + "/libshoal.so"}};
+  std::vector<std::unique_ptr<Process>> apps;
+  for (int i = 0; i < 2; ++i)
+    apps.push_back(std::make_unique<Process>(
+        "/usr/bin/python3",
+        std::vector<std::string>{std::string(SHOAL_SOURCE_DIR) + "/examples/python/embed_logreg.py", "--connect",
+                                 Endpoint(port), "--partition", std::to_string(i) + "/2"},
+        dir + "/py" + std::to_string(i), env));
+  ASSERT_EQ(agg.Wait(seconds(180)), 0) << agg.Stderr();
+  ExpectAllExitZero(apps);
+  auto lines = ReadJsonLines(dir + "/run.jsonl");
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[2]["clients_reported"], 2);
+  EXPECT_GT(lines[2]["test_accuracy"].get<double>(), 0.85);
+  EXPECT_GT(lines[2]["client_eval_accuracy"].get<double>(), 0.8);
+  EXPECT_NE(apps[0]->Stdout().find("round 3: train_loss"), std::string::npos) << apps[0]->Stdout() << apps[0]->Stderr();
+}
+
+// The C application refuses a model it cannot train: the configure callback's reason reaches
+// the user and the exit code is 1.
+TEST(Federated, EmbeddedCApplicationRefusesAForeignModel) {
+  const std::string dir = TempDir("embed-c-refuse");
+  const int port = FreePort();
+  Process agg("shoal-aggregator", AggregatorArgs(port, 1, 1, dir + "/run.jsonl"), dir + "/agg");
+  Process app("embed_logreg_c", {"--connect", Endpoint(port), "--partition", "0/1"}, dir + "/app");
+  EXPECT_EQ(app.Wait(seconds(30)), 1);
+  EXPECT_NE(app.Stderr().find("configure callback failed"), std::string::npos) << app.Stderr();
+  EXPECT_NE(app.Stderr().find("--model linear"), std::string::npos) << app.Stderr();
+  agg.Signal(SIGTERM);
+  EXPECT_EQ(agg.Wait(seconds(10)), 0);
 }
 
 // The same application refuses a task whose model it cannot train, with a clear message.

@@ -1,0 +1,313 @@
+/* shoal.h: the stable C ABI of libshoal (C99; usable from C++, and from any language with a
+ * C FFI: JNI, Swift, C#, Python's ctypes).
+ *
+ * An application joins a federation with its own training code by filling a shoal_trainer
+ * (a versioned struct of callbacks), or trains Shoal's built-in model on a dataset, and runs
+ * the client blocking (shoal_client_run) or steps it from its own event loop
+ * (shoal_client_step). See examples/c/ and examples/python/.
+ *
+ * Conventions, for every function below:
+ * - Fallible functions return a shoal_status (SHOAL_OK = 0). No C++ exception ever crosses
+ *   this boundary. On failure the message is available from shoal_last_error() on the same
+ *   thread, and, for calls on a client, from shoal_client_last_error().
+ * - Misuse (a NULL handle or pointer, a struct_size or version this library does not know)
+ *   returns SHOAL_INVALID_ARGUMENT with a message; it never crashes.
+ * - Strings passed in are copied before the call returns; the caller keeps ownership.
+ *   Strings and arrays returned are owned by the library; how long they stay valid is said
+ *   at each function.
+ * - Structs that cross the boundary start with `struct_size` (set it with the matching
+ *   *_init function, or to sizeof) or `version`, so that fields can be added at the end in
+ *   later versions without breaking applications built against this header.
+ * - Symbols: only shoal_* names are exported from the shared library. SHOAL_ABI_VERSION
+ *   changes whenever a function or a struct layout changes incompatibly.
+ */
+#ifndef SHOAL_SHOAL_H_
+#define SHOAL_SHOAL_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define SHOAL_EXPORT __attribute__((visibility("default")))
+#else
+#define SHOAL_EXPORT
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The ABI this header describes. Compare with shoal_abi_version() at run time. */
+#define SHOAL_ABI_VERSION 1
+
+/* ---- status, version, errors, logging ------------------------------------------------ */
+
+typedef enum shoal_status {
+  SHOAL_OK = 0,
+  SHOAL_INVALID_ARGUMENT = 1,   /* bad option, NULL handle, unknown struct size or version */
+  SHOAL_NOT_FOUND = 2,          /* a missing file, an unknown dataset */
+  SHOAL_IO_ERROR = 3,           /* read/write/socket failure */
+  SHOAL_CORRUPTION = 4,         /* checksum or format mismatch in stored data */
+  SHOAL_PROTOCOL = 5,           /* the other side violated the wire protocol */
+  SHOAL_UNAVAILABLE = 6,        /* the aggregator is unreachable or went away */
+  SHOAL_CANCELLED = 7,          /* shoal_client_cancel() was called */
+  SHOAL_FAILED_PRECONDITION = 8,/* a call out of order (e.g. shoal_client_run without a trainer) */
+  SHOAL_INTERNAL = 9,           /* a bug in Shoal, or a trainer callback that failed */
+  SHOAL_PERMISSION_DENIED = 10  /* the aggregator refused this client's key */
+} shoal_status;
+
+/* "0.1.0". Static storage. Thread-safe. */
+SHOAL_EXPORT const char* shoal_version(void);
+/* SHOAL_ABI_VERSION of the library actually loaded. Thread-safe. */
+SHOAL_EXPORT int shoal_abi_version(void);
+/* "OK", "InvalidArgument", ... for a status; "Unknown" otherwise. Static storage. Thread-safe. */
+SHOAL_EXPORT const char* shoal_status_name(int status);
+/* The message of the last call that failed on this thread ("" if none). Valid until the next
+ * failing call on this thread. Thread-safe (thread-local). */
+SHOAL_EXPORT const char* shoal_last_error(void);
+
+/* Log levels (spdlog's). */
+enum {
+  SHOAL_LOG_TRACE = 0,
+  SHOAL_LOG_DEBUG = 1,
+  SHOAL_LOG_INFO = 2,
+  SHOAL_LOG_WARN = 3,
+  SHOAL_LOG_ERROR = 4,
+  SHOAL_LOG_CRITICAL = 5,
+  SHOAL_LOG_OFF = 6
+};
+/* Receives one log line (without a newline) at `level`. Called from any of Shoal's threads,
+ * one call at a time; `message` is valid only during the call. Must not call back into
+ * shoal_set_log_callback. */
+typedef void (*shoal_log_fn)(void* user, int level, const char* message);
+/* Routes Shoal's log lines at or above `min_level` to `fn` (process-wide; Shoal logs through
+ * spdlog's default logger). fn = NULL restores logging to stderr at `min_level`.
+ * Returns SHOAL_INVALID_ARGUMENT for a level outside SHOAL_LOG_TRACE..SHOAL_LOG_OFF.
+ * Thread-safe, but lines being logged while it runs may go to the old destination. */
+SHOAL_EXPORT shoal_status shoal_set_log_callback(shoal_log_fn fn, void* user, int min_level);
+
+/* ---- what the aggregator asks for --------------------------------------------------- */
+
+/* One tensor of the model's parameter layout. */
+typedef struct shoal_tensor {
+  const char* name;      /* e.g. "fc0.weight" */
+  size_t offset;         /* in floats, from the start of the flat parameter vector */
+  size_t size;           /* number of floats */
+  size_t rank;           /* number of dimensions */
+  const int64_t* shape;  /* rank values */
+} shoal_tensor;
+
+/* The task the aggregator sends at Welcome. Passed to configure(); every pointer in it is
+ * valid only during that call (copy what you keep). Check struct_size before reading a field
+ * added after ABI 1 (none yet). */
+typedef struct shoal_task {
+  size_t struct_size;
+  const char* model;            /* the aggregator's model spec, e.g. "linear", "mlp:64" */
+  const char* dataset;          /* the dataset the aggregator evaluates on, e.g. "digits" */
+  size_t num_params;            /* floats in the parameter vector (sum of the tensors' sizes) */
+  size_t num_tensors;
+  const shoal_tensor* tensors;  /* the layout, in order */
+  const char* optimizer;        /* "sgd", "adamw" or "demo": what the built-in trainer would use */
+  float learning_rate;
+  float momentum;
+  float weight_decay;
+  uint32_t local_epochs;        /* passes over local data per round (when local_steps == 0) */
+  uint32_t local_steps;         /* if > 0: exactly this many minibatch steps per round */
+  uint32_t batch_size;
+  uint64_t seed;                /* the run's seed (data split, partitions) */
+  double test_fraction;         /* the aggregator's held-out share (see shoal_dataset_load) */
+} shoal_task;
+
+/* One round's settings, passed to train(). */
+typedef struct shoal_round {
+  size_t struct_size;
+  uint64_t round;        /* 1, 2, ... */
+  float learning_rate;
+  uint32_t local_epochs;
+  uint32_t local_steps;  /* if > 0: exactly this many minibatch steps */
+  float prox_mu;         /* FedProx coefficient (0 = none) */
+} shoal_round;
+
+/* Handed to train() for the duration of the call. */
+typedef struct shoal_train_context shoal_train_context;
+/* Nonzero once the client is being cancelled or the round abandoned: return promptly
+ * (any return value; SHOAL_CANCELLED is conventional). Callable from the training thread. */
+SHOAL_EXPORT int shoal_train_cancelled(const shoal_train_context* context);
+/* Reports progress in [0, 1] (clamped; shown in heartbeats and progress events). */
+SHOAL_EXPORT void shoal_train_progress(shoal_train_context* context, float fraction);
+
+/* ---- the application's trainer ----------------------------------------------------- */
+
+#define SHOAL_TRAINER_VERSION 1
+
+/* Callbacks an application implements to train with its own code. Every callback receives
+ * `user`, returns 0 on success, and on failure returns nonzero (a shoal_status, or any other
+ * nonzero value, read as SHOAL_INTERNAL) after writing a NUL-terminated reason into `error`
+ * (at most error_size bytes, always > 0).
+ *
+ * Threads: configure() runs on the thread in shoal_client_run/step; set_parameters, train,
+ * get_parameters and evaluate run on the client's training thread. Never two at once.
+ *
+ * One round: evaluate() the received global model (if given), set_parameters(global),
+ * train(round), get_parameters(local); the update sent is local - global. */
+typedef struct shoal_trainer {
+  uint32_t version;          /* SHOAL_TRAINER_VERSION */
+  void* user;                /* passed to every callback */
+  const char* name;          /* shown to the aggregator; may be NULL (copied) */
+  uint64_t num_examples;     /* local training examples (informational, sent at Hello) */
+
+  /* Required. The task (layout, seed, batch size, ...). Fail it (e.g. SHOAL_INVALID_ARGUMENT)
+   * if this trainer cannot train that model: the run then ends with that status and reason. */
+  int (*configure)(void* user, const shoal_task* task, char* error, size_t error_size);
+  /* Required. Load `count` floats (the whole model, in layout order) into the model. */
+  int (*set_parameters)(void* user, const float* params, size_t count, char* error, size_t error_size);
+  /* Required. Write the model's `count` floats, in layout order, into `params`. */
+  int (*get_parameters)(void* user, float* params, size_t count, char* error, size_t error_size);
+  /* Required. Train from the parameters last set; set *num_examples (the update's weight; 0
+   * is read as 1) and *train_loss (mean loss, or NaN if unknown). A failed round is skipped:
+   * the aggregator times this client out for it, and the client keeps serving. */
+  int (*train)(void* user, const shoal_round* round, shoal_train_context* context, uint64_t* num_examples,
+               double* train_loss, char* error, size_t error_size);
+  /* Optional (NULL). Evaluate the parameters last set on local data: federated evaluation of
+   * each round's global model (the aggregator reports client_eval_loss/_accuracy). */
+  int (*evaluate)(void* user, double* loss, double* accuracy, uint64_t* num_examples, char* error,
+                  size_t error_size);
+  /* Optional (NULL). Called once when the client no longer needs `user`: when the client is
+   * destroyed, or when another trainer replaces this one. */
+  void (*destroy)(void* user);
+} shoal_trainer;
+
+/* ---- the client -------------------------------------------------------------------- */
+
+typedef struct shoal_client shoal_client;
+
+enum {
+  SHOAL_EVENT_CONNECTED = 0,     /* joined; `message` describes the task */
+  SHOAL_EVENT_ROUND_STARTED = 1,
+  SHOAL_EVENT_PROGRESS = 2,      /* `progress` of local training */
+  SHOAL_EVENT_ROUND_DONE = 3,    /* update sent and acknowledged; `train_loss`, `seconds` */
+  SHOAL_EVENT_RECONNECTING = 4,  /* lost the aggregator; retrying */
+  SHOAL_EVENT_FINISHED = 5       /* the aggregator said Bye; `message` is its reason */
+};
+typedef struct shoal_event {
+  size_t struct_size;
+  int kind;                 /* SHOAL_EVENT_* */
+  uint64_t round;
+  float progress;
+  double train_loss;
+  uint64_t bytes_sent;      /* cumulative bytes on the wire */
+  uint64_t bytes_received;
+  double seconds;
+  const char* message;      /* valid during the call */
+} shoal_event;
+/* Called on the thread in shoal_client_run/step. */
+typedef void (*shoal_event_fn)(void* user, const shoal_event* event);
+
+typedef struct shoal_client_options {
+  size_t struct_size;               /* sizeof(shoal_client_options); set by shoal_client_options_init */
+  const char* connect;              /* aggregator endpoint. Default: "tcp://127.0.0.1:7070" */
+  const char* name;                 /* stable client name. Default (NULL): "client-<pid>" */
+  const char* secret_key_file;      /* CurveZMQ: this client's PREFIX.key (shoal-keygen). Default: NULL */
+  const char* server_key;           /* the aggregator's public key (Z85) or its .pub file; pins it. Default: NULL */
+  int insecure;                     /* nonzero: allow a non-loopback aggregator without keys. Default: 0 */
+  uint32_t connect_timeout_ms;      /* give up when nothing answers this long. Default: 30000 */
+  uint32_t reconnect_timeout_ms;    /* after losing the aggregator, keep trying this long. Default: 120000 */
+  uint32_t max_handshake_failures;  /* stop after this many failed handshakes in a row. Default: 3 */
+  shoal_event_fn on_event;          /* optional progress/round events. Default: NULL */
+  void* event_user;                 /* passed to on_event */
+} shoal_client_options;
+
+/* Fills *options with the defaults above and struct_size. */
+SHOAL_EXPORT void shoal_client_options_init(shoal_client_options* options);
+
+/* Creates a client (it does not connect yet) into *client; free it with shoal_client_destroy.
+ * Options are copied. */
+SHOAL_EXPORT shoal_status shoal_client_create(const shoal_client_options* options, shoal_client** client);
+
+/* Registers the application's trainer (the struct is copied). Replaces an earlier trainer
+ * (calling its destroy). SHOAL_FAILED_PRECONDITION once the client has started. */
+SHOAL_EXPORT shoal_status shoal_client_set_trainer(shoal_client* client, const shoal_trainer* trainer);
+
+/* Shoal's built-in trainer instead: its own model (whatever the aggregator asks) on a part of
+ * a dataset. */
+typedef struct shoal_builtin_options {
+  size_t struct_size;            /* set by shoal_builtin_options_init */
+  const char* dataset;           /* "digits", "csv:PATH", "idx:IMAGES,LABELS". Default: "digits" */
+  const char* data_dir;          /* dataset cache. Default (NULL): $SHOAL_DATA_DIR or ~/.cache/shoal */
+  uint32_t partition_index;      /* this client's part, 0-based. Default: 0 */
+  uint32_t partition_count;      /* number of parts. Default: 1 */
+  const char* partition_scheme;  /* "iid" or "dirichlet:ALPHA". Default: "iid" */
+  const char* device;            /* "auto", "cpu", "cuda[:N]". Default: "auto" */
+  const char* precision;         /* "fp32", "tf32", "bf16", "fp16". Default: "fp32" */
+} shoal_builtin_options;
+SHOAL_EXPORT void shoal_builtin_options_init(shoal_builtin_options* options);
+/* Loads the dataset now (so a missing file fails here, not mid-run). Replaces an earlier
+ * trainer. SHOAL_FAILED_PRECONDITION once the client has started. */
+SHOAL_EXPORT shoal_status shoal_client_use_builtin_trainer(shoal_client* client, const shoal_builtin_options* options);
+
+/* Connects, joins and trains until the aggregator says Bye (SHOAL_OK), shoal_client_cancel
+ * is called (SHOAL_CANCELLED), the aggregator cannot be reached (SHOAL_UNAVAILABLE), or the
+ * handshake keeps failing (SHOAL_PERMISSION_DENIED / SHOAL_UNAVAILABLE). Blocks. Needs a
+ * trainer (SHOAL_FAILED_PRECONDITION otherwise). Once the run is over, later calls return
+ * SHOAL_FAILED_PRECONDITION: create a new client to run again. */
+SHOAL_EXPORT shoal_status shoal_client_run(shoal_client* client);
+
+/* For an application's own event loop, instead of shoal_client_run: does the client's work
+ * for up to timeout_ms and returns. While the run goes on it returns SHOAL_OK with *finished
+ * = 0; when it is over, *finished = 1 and the status is the run's result (what
+ * shoal_client_run would have returned). Local training runs on the client's training
+ * thread, so a step never blocks on it. `finished` may be NULL. */
+SHOAL_EXPORT shoal_status shoal_client_step(shoal_client* client, uint32_t timeout_ms, int* finished);
+
+/* Makes a running shoal_client_run/step return SHOAL_CANCELLED promptly (local training is
+ * told through shoal_train_cancelled); before the run starts, the run returns at once.
+ * Thread-safe: the one function meant to be called from another thread while the client
+ * runs (with shoal_client_get_stats). */
+SHOAL_EXPORT shoal_status shoal_client_cancel(shoal_client* client);
+
+typedef struct shoal_client_stats {
+  size_t struct_size;        /* set by the caller: sizeof(shoal_client_stats) */
+  uint64_t rounds_trained;
+  uint64_t bytes_sent;
+  uint64_t bytes_received;
+  uint64_t reconnects;
+  uint64_t errors_received;  /* Error replies from the aggregator */
+  uint64_t resyncs;          /* full-model resyncs this client asked for */
+} shoal_client_stats;
+/* Fills *stats (fields up to stats->struct_size). Thread-safe. */
+SHOAL_EXPORT shoal_status shoal_client_get_stats(const shoal_client* client, shoal_client_stats* stats);
+
+/* The message of the last failed call on this client ("" if none). Valid until the next call
+ * on this client. Not for use while another thread runs the client. */
+SHOAL_EXPORT const char* shoal_client_last_error(const shoal_client* client);
+
+/* Stops the client if it runs (from another thread: cancel it first, and wait for run/step to
+ * return), calls the trainer's destroy, frees everything. NULL is a no-op. */
+SHOAL_EXPORT void shoal_client_destroy(shoal_client* client);
+
+/* ---- datasets (for applications that train themselves on Shoal's datasets) --------- */
+
+typedef struct shoal_dataset shoal_dataset;
+/* Loads dataset `name` ("digits", "csv:PATH", "idx:IMAGES,LABELS"; data_dir NULL = the default
+ * cache), holds out the aggregator's test split for (seed, test_fraction) (pass the task's, so
+ * you never train on the aggregator's held-out examples), and keeps part `index` of `count` of
+ * the training split under `scheme` ("iid", "dirichlet:ALPHA"; NULL = "iid"). Free it with
+ * shoal_dataset_destroy. */
+SHOAL_EXPORT shoal_status shoal_dataset_load(const char* name, const char* data_dir, uint64_t seed, double test_fraction,
+                                             uint32_t index, uint32_t count, const char* scheme, shoal_dataset** dataset);
+/* Rows, features per row and classes (labels lie in [0, classes)); 0 for NULL. */
+SHOAL_EXPORT size_t shoal_dataset_rows(const shoal_dataset* dataset);
+SHOAL_EXPORT size_t shoal_dataset_dim(const shoal_dataset* dataset);
+SHOAL_EXPORT uint32_t shoal_dataset_classes(const shoal_dataset* dataset);
+/* rows x dim floats, row-major / rows labels; owned by the dataset, valid until it is
+ * destroyed; NULL for NULL. */
+SHOAL_EXPORT const float* shoal_dataset_features(const shoal_dataset* dataset);
+SHOAL_EXPORT const int32_t* shoal_dataset_labels(const shoal_dataset* dataset);
+/* NULL is a no-op. */
+SHOAL_EXPORT void shoal_dataset_destroy(shoal_dataset* dataset);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SHOAL_SHOAL_H_ */

@@ -1,0 +1,675 @@
+/* The C ABI test, compiled as C99: every function in shoal/shoal.h, used correctly against a
+ * real shoal-aggregator on 127.0.0.1 and misused (NULL handles, wrong struct sizes and
+ * versions, callbacks that fail, cancel during training), each misuse answered by an error
+ * code and a message. Also run under ASan/UBSan by scripts/test.
+ *
+ *   capi_test AGGREGATOR_BINARY WORK_DIR
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../examples/c/logreg.h"
+#include "shoal/shoal.h"
+
+extern char** environ;
+
+static int g_failures = 0;
+static const char* g_aggregator;
+static const char* g_dir;
+static char g_csv[512];
+
+#define CHECK(cond)                                                                                       \
+  do {                                                                                                    \
+    if (!(cond)) {                                                                                        \
+      fprintf(stderr, "%s:%d: CHECK failed: %s (shoal_last_error: \"%s\")\n", __FILE__, __LINE__, #cond, \
+              shoal_last_error());                                                                        \
+      ++g_failures;                                                                                       \
+    }                                                                                                     \
+  } while (0)
+#define CHECK_STATUS(expr, want)                                                                              \
+  do {                                                                                                        \
+    const int got_ = (int)(expr);                                                                             \
+    if (got_ != (int)(want)) {                                                                                \
+      fprintf(stderr, "%s:%d: %s returned %s, expected %s (shoal_last_error: \"%s\")\n", __FILE__, __LINE__, \
+              #expr, shoal_status_name(got_), shoal_status_name(want), shoal_last_error());                  \
+      ++g_failures;                                                                                           \
+    }                                                                                                         \
+  } while (0)
+/* A failed call left a message naming what was wrong. */
+#define CHECK_ERROR_MENTIONS(text) CHECK(strstr(shoal_last_error(), (text)) != NULL)
+
+static void sleep_ms(int ms) {
+  struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&t, NULL);
+}
+
+/* ---- a real aggregator -------------------------------------------------------------------- */
+
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (fd < 0 || bind(fd, (struct sockaddr*)&a, sizeof a) != 0 || getsockname(fd, (struct sockaddr*)&a, &len) != 0) {
+    perror("free_port");
+    exit(2);
+  }
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+typedef struct aggregator {
+  pid_t pid;
+  int port;
+  char endpoint[64];
+  char metrics[512];
+} aggregator;
+
+/* Starts shoal-aggregator on a free port: `model` on the blobs CSV, `rounds` rounds once
+ * `min_clients` clients have joined. */
+static aggregator start_aggregator(const char* label, const char* model, int rounds, int min_clients,
+                                   const char* round_timeout) {
+  aggregator a;
+  memset(&a, 0, sizeof a);
+  a.port = free_port();
+  snprintf(a.endpoint, sizeof a.endpoint, "tcp://127.0.0.1:%d", a.port);
+  snprintf(a.metrics, sizeof a.metrics, "%s/%s.jsonl", g_dir, label);
+  char dataset[600], rounds_s[16], min_s[16], log[600];
+  snprintf(dataset, sizeof dataset, "csv:%s", g_csv);
+  snprintf(rounds_s, sizeof rounds_s, "%d", rounds);
+  snprintf(min_s, sizeof min_s, "%d", min_clients);
+  snprintf(log, sizeof log, "%s/%s.log", g_dir, label);
+  char* argv[] = {(char*)g_aggregator, "--listen", a.endpoint, "--rounds", rounds_s, "--min-clients", min_s,
+                  "--model", (char*)model, "--dataset", dataset, "--seed", "3", "--lr", "0.5",
+                  "--metrics-out", a.metrics, "--round-timeout", (char*)round_timeout, "--heartbeat-interval", "0.2",
+                  "--heartbeat-timeout", "3", "--log-level", "warn", NULL};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 2, log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  if (posix_spawn(&a.pid, g_aggregator, &fa, NULL, argv, environ) != 0) {
+    perror("posix_spawn shoal-aggregator");
+    exit(2);
+  }
+  posix_spawn_file_actions_destroy(&fa);
+  return a;
+}
+
+/* Waits for the aggregator to exit (SIGKILL after timeout_s); returns its exit code. */
+static int wait_aggregator(aggregator* a, int timeout_s) {
+  for (int i = 0; i < timeout_s * 20; ++i) {
+    int status = 0;
+    if (waitpid(a->pid, &status, WNOHANG) == a->pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    sleep_ms(50);
+  }
+  kill(a->pid, SIGKILL);
+  waitpid(a->pid, NULL, 0);
+  fprintf(stderr, "aggregator on port %d did not finish within %d s\n", a->port, timeout_s);
+  return -1;
+}
+
+static void stop_aggregator(aggregator* a) {
+  kill(a->pid, SIGTERM);
+  wait_aggregator(a, 10);
+}
+
+/* The value of "key": in the last line of a JSON-lines file, or NAN. */
+static double last_metric(const char* path, const char* key) {
+  FILE* f = fopen(path, "r");
+  if (!f) return NAN;
+  static char line[65536], last[65536];
+  last[0] = '\0';
+  while (fgets(line, sizeof line, f))
+    if (line[0] == '{') memcpy(last, line, sizeof line);
+  fclose(f);
+  char pattern[128];
+  snprintf(pattern, sizeof pattern, "\"%s\":", key);
+  const char* at = strstr(last, pattern);
+  return at ? strtod(at + strlen(pattern), NULL) : NAN;
+}
+
+/* Well-separated Gaussian blobs: 4 classes, 8 features, header line, label last. */
+static void write_blobs_csv(const char* path) {
+  FILE* f = fopen(path, "w");
+  if (!f) {
+    perror(path);
+    exit(2);
+  }
+  fprintf(f, "f0,f1,f2,f3,f4,f5,f6,f7,label\n");
+  uint64_t s = 12345;
+  for (int i = 0; i < 400; ++i) {
+    const int label = i % 4;
+    for (int j = 0; j < 8; ++j) {
+      double u = 0.0; /* Irwin-Hall: sum of 12 uniforms - 6 ~ N(0, 1) */
+      for (int r = 0; r < 12; ++r) u += (double)(logreg_rand(&s) >> 11) / 9007199254740992.0;
+      fprintf(f, "%.5f,", (j % 4 == label ? 2.0 : -1.0) + 0.6 * (u - 6.0));
+    }
+    fprintf(f, "%d\n", label);
+  }
+  fclose(f);
+}
+
+static shoal_client* new_client(const char* endpoint, const char* name) {
+  shoal_client_options o;
+  shoal_client_options_init(&o);
+  o.connect = endpoint;
+  o.name = name;
+  o.connect_timeout_ms = 20000;
+  o.reconnect_timeout_ms = 20000;
+  shoal_client* c = NULL;
+  CHECK_STATUS(shoal_client_create(&o, &c), SHOAL_OK);
+  return c;
+}
+
+/* ---- version, status names, misuse -------------------------------------------------------- */
+
+static void test_version_and_names(void) {
+  CHECK(shoal_abi_version() == SHOAL_ABI_VERSION);
+  CHECK(shoal_version() && strlen(shoal_version()) >= 5);
+  CHECK(strcmp(shoal_status_name(SHOAL_OK), "OK") == 0);
+  CHECK(strcmp(shoal_status_name(SHOAL_PERMISSION_DENIED), "PermissionDenied") == 0);
+  CHECK(strcmp(shoal_status_name(-1), "Unknown") == 0);
+  CHECK(strcmp(shoal_status_name(99), "Unknown") == 0);
+}
+
+static int dummy_configure(void* u, const shoal_task* t, char* e, size_t n) { (void)u, (void)t, (void)e, (void)n; return 0; }
+static int dummy_params(void* u, const float* p, size_t c, char* e, size_t n) { (void)u, (void)p, (void)c, (void)e, (void)n; return 0; }
+static int dummy_get(void* u, float* p, size_t c, char* e, size_t n) { (void)u, (void)p, (void)c, (void)e, (void)n; return 0; }
+static int dummy_train(void* u, const shoal_round* r, shoal_train_context* x, uint64_t* ne, double* l, char* e, size_t n) {
+  (void)u, (void)r, (void)x, (void)e, (void)n;
+  *ne = 1;
+  *l = 0;
+  return 0;
+}
+static int g_destroyed = 0;
+static void count_destroy(void* u) { (void)u, ++g_destroyed; }
+
+static shoal_trainer dummy_trainer(void) {
+  shoal_trainer t;
+  memset(&t, 0, sizeof t);
+  t.version = SHOAL_TRAINER_VERSION;
+  t.configure = dummy_configure;
+  t.set_parameters = dummy_params;
+  t.get_parameters = dummy_get;
+  t.train = dummy_train;
+  t.destroy = count_destroy;
+  return t;
+}
+
+static void test_misuse(void) {
+  shoal_client_options o;
+  shoal_client_options_init(&o);
+  CHECK(o.struct_size == sizeof o && o.connect_timeout_ms > 0 && o.max_handshake_failures == 3);
+  shoal_client* c = (shoal_client*)&o; /* must be overwritten with NULL on failure */
+
+  /* NULL handles and pointers. */
+  CHECK_STATUS(shoal_client_create(NULL, &c), SHOAL_INVALID_ARGUMENT);
+  CHECK(c == NULL);
+  CHECK_ERROR_MENTIONS("options is NULL");
+  CHECK_STATUS(shoal_client_create(&o, NULL), SHOAL_INVALID_ARGUMENT);
+  shoal_trainer t = dummy_trainer();
+  CHECK_STATUS(shoal_client_set_trainer(NULL, &t), SHOAL_INVALID_ARGUMENT);
+  CHECK_ERROR_MENTIONS("client is NULL");
+  shoal_builtin_options b;
+  shoal_builtin_options_init(&b);
+  CHECK(b.struct_size == sizeof b && strcmp(b.dataset, "digits") == 0 && b.partition_count == 1);
+  CHECK_STATUS(shoal_client_use_builtin_trainer(NULL, &b), SHOAL_INVALID_ARGUMENT);
+  CHECK_STATUS(shoal_client_run(NULL), SHOAL_INVALID_ARGUMENT);
+  int finished = 7;
+  CHECK_STATUS(shoal_client_step(NULL, 0, &finished), SHOAL_INVALID_ARGUMENT);
+  CHECK(finished == 0);
+  CHECK_STATUS(shoal_client_cancel(NULL), SHOAL_INVALID_ARGUMENT);
+  shoal_client_stats stats;
+  stats.struct_size = sizeof stats;
+  CHECK_STATUS(shoal_client_get_stats(NULL, &stats), SHOAL_INVALID_ARGUMENT);
+  CHECK(strlen(shoal_client_last_error(NULL)) > 0);
+  shoal_client_destroy(NULL);
+  shoal_client_options_init(NULL);
+  shoal_builtin_options_init(NULL);
+  CHECK(shoal_train_cancelled(NULL) == 0);
+  shoal_train_progress(NULL, 0.5f);
+
+  /* Struct sizes this library does not know: too small (an older, truncated struct) or larger
+   * (built against a newer header). */
+  o.struct_size = 8;
+  CHECK_STATUS(shoal_client_create(&o, &c), SHOAL_INVALID_ARGUMENT);
+  CHECK_ERROR_MENTIONS("struct_size is 8");
+  o.struct_size = sizeof o + 16;
+  CHECK_STATUS(shoal_client_create(&o, &c), SHOAL_INVALID_ARGUMENT);
+  CHECK(c == NULL);
+  shoal_client_options_init(&o);
+  o.connect_timeout_ms = 0;
+  CHECK_STATUS(shoal_client_create(&o, &c), SHOAL_INVALID_ARGUMENT);
+  CHECK_ERROR_MENTIONS("connect_timeout_ms");
+
+  shoal_client_options_init(&o);
+  CHECK_STATUS(shoal_client_create(&o, &c), SHOAL_OK);
+  CHECK(c != NULL);
+  CHECK_STATUS(shoal_client_get_stats(c, NULL), SHOAL_INVALID_ARGUMENT);
+  stats.struct_size = 3;
+  CHECK_STATUS(shoal_client_get_stats(c, &stats), SHOAL_INVALID_ARGUMENT);
+  stats.struct_size = sizeof stats;
+  CHECK_STATUS(shoal_client_get_stats(c, &stats), SHOAL_OK);
+  CHECK(stats.rounds_trained == 0 && stats.bytes_sent == 0);
+
+  /* Running before a trainer is set is out of order. */
+  CHECK_STATUS(shoal_client_run(c), SHOAL_FAILED_PRECONDITION);
+  CHECK(strstr(shoal_client_last_error(c), "no trainer") != NULL);
+  CHECK_STATUS(shoal_client_step(c, 0, NULL), SHOAL_FAILED_PRECONDITION);
+
+  /* A trainer of another version, or without a required callback. */
+  CHECK_STATUS(shoal_client_set_trainer(c, NULL), SHOAL_INVALID_ARGUMENT);
+  t.version = SHOAL_TRAINER_VERSION + 1;
+  CHECK_STATUS(shoal_client_set_trainer(c, &t), SHOAL_INVALID_ARGUMENT);
+  CHECK(strstr(shoal_client_last_error(c), "version") != NULL);
+  CHECK_ERROR_MENTIONS("version");
+  t = dummy_trainer();
+  t.train = NULL;
+  t.get_parameters = NULL;
+  CHECK_STATUS(shoal_client_set_trainer(c, &t), SHOAL_INVALID_ARGUMENT);
+  CHECK_ERROR_MENTIONS("get_parameters train");
+
+  /* Built-in trainer: bad struct size, bad partition, a missing file. */
+  b.struct_size = 1;
+  CHECK_STATUS(shoal_client_use_builtin_trainer(c, &b), SHOAL_INVALID_ARGUMENT);
+  shoal_builtin_options_init(&b);
+  b.partition_index = 2;
+  b.partition_count = 2;
+  CHECK_STATUS(shoal_client_use_builtin_trainer(c, &b), SHOAL_INVALID_ARGUMENT);
+  CHECK_ERROR_MENTIONS("partition_index");
+  shoal_builtin_options_init(&b);
+  b.dataset = "csv:/nonexistent/shoal-capi.csv";
+  CHECK_STATUS(shoal_client_use_builtin_trainer(c, &b), SHOAL_NOT_FOUND);
+  CHECK_ERROR_MENTIONS("/nonexistent/shoal-capi.csv");
+  CHECK(strstr(shoal_client_last_error(c), "/nonexistent/shoal-capi.csv") != NULL);
+
+  /* A trainer replaced before the run is destroyed once; the last one when the client goes. */
+  g_destroyed = 0;
+  t = dummy_trainer();
+  CHECK_STATUS(shoal_client_set_trainer(c, &t), SHOAL_OK);
+  CHECK(strcmp(shoal_client_last_error(c), "") == 0);
+  CHECK_STATUS(shoal_client_set_trainer(c, &t), SHOAL_OK);
+  CHECK(g_destroyed == 1);
+  shoal_client_destroy(c);
+  CHECK(g_destroyed == 2);
+
+  /* Log levels out of range. */
+  CHECK_STATUS(shoal_set_log_callback(NULL, NULL, 7), SHOAL_INVALID_ARGUMENT);
+  CHECK_STATUS(shoal_set_log_callback(NULL, NULL, -1), SHOAL_INVALID_ARGUMENT);
+
+  /* Datasets. */
+  shoal_dataset* d = (shoal_dataset*)&o;
+  CHECK_STATUS(shoal_dataset_load(NULL, NULL, 1, 0.2, 0, 1, NULL, &d), SHOAL_INVALID_ARGUMENT);
+  CHECK(d == NULL);
+  CHECK_STATUS(shoal_dataset_load("digits", NULL, 1, 0.2, 0, 1, NULL, NULL), SHOAL_INVALID_ARGUMENT);
+  CHECK_STATUS(shoal_dataset_load("digits", NULL, 1, 0.2, 1, 1, NULL, &d), SHOAL_INVALID_ARGUMENT);
+  CHECK_STATUS(shoal_dataset_load("csv:/nonexistent/x.csv", NULL, 1, 0.2, 0, 1, NULL, &d), SHOAL_NOT_FOUND);
+  CHECK_STATUS(shoal_dataset_load("nonsense", NULL, 1, 0.2, 0, 1, NULL, &d), SHOAL_INVALID_ARGUMENT);
+  CHECK_STATUS(shoal_dataset_load("digits", NULL, 1, 1.5, 0, 1, NULL, &d), SHOAL_INVALID_ARGUMENT);
+  CHECK(shoal_dataset_rows(NULL) == 0 && shoal_dataset_dim(NULL) == 0 && shoal_dataset_classes(NULL) == 0);
+  CHECK(shoal_dataset_features(NULL) == NULL && shoal_dataset_labels(NULL) == NULL);
+  shoal_dataset_destroy(NULL);
+}
+
+/* The held-out split and partitions: parts are disjoint and, with the test split, cover the file. */
+static void test_dataset(void) {
+  char spec[600];
+  snprintf(spec, sizeof spec, "csv:%s", g_csv);
+  shoal_dataset *a = NULL, *b = NULL, *all = NULL;
+  CHECK_STATUS(shoal_dataset_load(spec, NULL, 3, 0.25, 0, 2, "iid", &a), SHOAL_OK);
+  CHECK_STATUS(shoal_dataset_load(spec, NULL, 3, 0.25, 1, 2, NULL, &b), SHOAL_OK);
+  CHECK_STATUS(shoal_dataset_load(spec, NULL, 3, 0.0, 0, 1, NULL, &all), SHOAL_OK);
+  CHECK(shoal_dataset_rows(all) == 400);
+  CHECK(shoal_dataset_rows(a) + shoal_dataset_rows(b) == 300); /* 25 % held out */
+  CHECK(shoal_dataset_dim(a) == 8 && shoal_dataset_classes(a) == 4);
+  /* Part 0 holds no row of part 1. */
+  int overlap = 0;
+  for (size_t i = 0; i < shoal_dataset_rows(a); ++i)
+    for (size_t j = 0; j < shoal_dataset_rows(b); ++j)
+      overlap += memcmp(shoal_dataset_features(a) + i * 8, shoal_dataset_features(b) + j * 8, 8 * sizeof(float)) == 0;
+  CHECK(overlap == 0);
+  for (size_t i = 0; i < shoal_dataset_rows(a); ++i) CHECK(shoal_dataset_labels(a)[i] >= 0 && shoal_dataset_labels(a)[i] < 4);
+  shoal_dataset_destroy(a);
+  shoal_dataset_destroy(b);
+  shoal_dataset_destroy(all);
+}
+
+/* ---- federated runs ----------------------------------------------------------------------- */
+
+static pthread_mutex_t g_log_mu = PTHREAD_MUTEX_INITIALIZER;
+static int g_log_lines = 0, g_log_below_min = 0;
+static void count_log(void* user, int level, const char* message) {
+  pthread_mutex_lock(&g_log_mu);
+  ++g_log_lines;
+  if (level < *(int*)user || !message) ++g_log_below_min;
+  pthread_mutex_unlock(&g_log_mu);
+}
+
+typedef struct client_run {
+  const char* endpoint;
+  const char* name;
+  int use_step;
+  uint32_t part, parts;
+  shoal_status status;
+  shoal_client_stats stats;
+  int rounds_done_events, progress_events, step_calls;
+  char error[512];
+} client_run;
+
+static void on_event(void* user, const shoal_event* e) {
+  client_run* r = (client_run*)user;
+  CHECK(e->struct_size == sizeof *e && e->message != NULL);
+  if (e->kind == SHOAL_EVENT_ROUND_DONE) ++r->rounds_done_events;
+  if (e->kind == SHOAL_EVENT_PROGRESS) {
+    CHECK(e->progress >= 0.0f && e->progress <= 1.0f);
+    ++r->progress_events;
+  }
+}
+
+static void* run_logreg_client(void* arg) {
+  client_run* r = (client_run*)arg;
+  shoal_client_options o;
+  shoal_client_options_init(&o);
+  o.connect = r->endpoint;
+  o.name = r->name;
+  o.on_event = on_event;
+  o.event_user = r;
+  shoal_client* c = NULL;
+  r->status = shoal_client_create(&o, &c);
+  if (r->status != SHOAL_OK) return NULL;
+  char spec[600];
+  snprintf(spec, sizeof spec, "csv:%s", g_csv);
+  logreg lr;
+  memset(&lr, 0, sizeof lr);
+  lr.dataset = spec;
+  lr.part = r->part;
+  lr.parts = r->parts;
+  shoal_trainer t = logreg_trainer(&lr, 150);
+  r->status = shoal_client_set_trainer(c, &t);
+  if (r->status == SHOAL_OK && !r->use_step) {
+    r->status = shoal_client_run(c);
+  } else if (r->status == SHOAL_OK) {
+    int finished = 0;
+    while (!finished) {
+      r->status = shoal_client_step(c, 10, &finished);
+      ++r->step_calls;
+    }
+    /* Over: later steps report the same result; run refuses. */
+    int again = 0;
+    CHECK(shoal_client_step(c, 0, &again) == r->status && again == 1);
+    CHECK_STATUS(shoal_client_run(c), SHOAL_FAILED_PRECONDITION);
+  }
+  snprintf(r->error, sizeof r->error, "%s", shoal_client_last_error(c));
+  r->stats.struct_size = sizeof r->stats;
+  CHECK_STATUS(shoal_client_get_stats(c, &r->stats), SHOAL_OK);
+  shoal_client_destroy(c);
+  return NULL;
+}
+
+/* Two applications (one blocking in run, one stepping from its own loop) with their own
+ * logistic regression train 4 rounds; the federated model classifies the held-out split, the
+ * clients' evaluate() feeds federated evaluation, and log lines reach the callback. */
+static void test_federated_run(void) {
+  static int min_level = SHOAL_LOG_DEBUG; /* each client logs its Welcome at debug */
+  CHECK_STATUS(shoal_set_log_callback(count_log, &min_level, SHOAL_LOG_DEBUG), SHOAL_OK);
+  aggregator a = start_aggregator("run", "linear", 4, 2, "20");
+  client_run runs[2];
+  memset(runs, 0, sizeof runs);
+  pthread_t threads[2];
+  for (int i = 0; i < 2; ++i) {
+    runs[i].endpoint = a.endpoint;
+    runs[i].name = i ? "capi-step" : "capi-run";
+    runs[i].use_step = i;
+    runs[i].part = (uint32_t)i;
+    runs[i].parts = 2;
+    pthread_create(&threads[i], NULL, run_logreg_client, &runs[i]);
+  }
+  for (int i = 0; i < 2; ++i) pthread_join(threads[i], NULL);
+  CHECK(wait_aggregator(&a, 60) == 0);
+  for (int i = 0; i < 2; ++i) {
+    if (runs[i].status != SHOAL_OK) fprintf(stderr, "client %s: %s\n", runs[i].name, runs[i].error);
+    CHECK_STATUS(runs[i].status, SHOAL_OK);
+    CHECK(runs[i].stats.rounds_trained == 4);
+    CHECK(runs[i].stats.bytes_sent > 0 && runs[i].stats.bytes_received > 0);
+    CHECK(runs[i].rounds_done_events == 4);
+  }
+  CHECK(runs[1].step_calls > 4);
+  CHECK(last_metric(a.metrics, "round") == 4);
+  CHECK(last_metric(a.metrics, "clients_reported") == 2);
+  CHECK(last_metric(a.metrics, "test_accuracy") > 0.9);
+  CHECK(last_metric(a.metrics, "client_eval_accuracy") > 0.8);
+  pthread_mutex_lock(&g_log_mu);
+  CHECK(g_log_lines > 0);
+  CHECK(g_log_below_min == 0);
+  pthread_mutex_unlock(&g_log_mu);
+  CHECK_STATUS(shoal_set_log_callback(NULL, NULL, SHOAL_LOG_WARN), SHOAL_OK);
+}
+
+/* The built-in trainer through the C ABI: Shoal's own MLP on the same file. */
+static void test_builtin_trainer(void) {
+  aggregator a = start_aggregator("builtin", "mlp:16", 3, 1, "20");
+  shoal_client* c = new_client(a.endpoint, "capi-builtin");
+  shoal_builtin_options b;
+  shoal_builtin_options_init(&b);
+  char spec[600];
+  snprintf(spec, sizeof spec, "csv:%s", g_csv);
+  b.dataset = spec;
+  b.device = "cpu";
+  CHECK_STATUS(shoal_client_use_builtin_trainer(c, &b), SHOAL_OK);
+  CHECK_STATUS(shoal_client_run(c), SHOAL_OK);
+  shoal_client_stats s;
+  s.struct_size = sizeof s;
+  CHECK_STATUS(shoal_client_get_stats(c, &s), SHOAL_OK);
+  CHECK(s.rounds_trained == 3);
+  shoal_client_destroy(c);
+  CHECK(wait_aggregator(&a, 30) == 0);
+  CHECK(last_metric(a.metrics, "test_accuracy") > 0.9);
+}
+
+/* Callbacks that fail: configure ends the run with its status and reason; a failed train or
+ * get_parameters skips that round (the aggregator times the client out) and the client keeps
+ * serving. */
+typedef struct flaky {
+  logreg lr;
+  int train_calls, get_calls;
+} flaky;
+static int flaky_configure(void* u, const shoal_task* t, char* e, size_t n) { return logreg_configure(&((flaky*)u)->lr, t, e, n); }
+static int flaky_set(void* u, const float* p, size_t c, char* e, size_t n) { return logreg_set_parameters(&((flaky*)u)->lr, p, c, e, n); }
+static int flaky_get(void* u, float* p, size_t c, char* e, size_t n) {
+  flaky* f = (flaky*)u;
+  if (++f->get_calls == 1) { /* round 2 (round 1's train failed before reading back) */
+    snprintf(e, n, "camera roll locked");
+    return SHOAL_IO_ERROR;
+  }
+  return logreg_get_parameters(&f->lr, p, c, e, n);
+}
+static int flaky_train(void* u, const shoal_round* r, shoal_train_context* x, uint64_t* ne, double* l, char* e, size_t n) {
+  flaky* f = (flaky*)u;
+  if (++f->train_calls == 1) {
+    snprintf(e, n, "GPU busy");
+    return 12345; /* not a shoal_status: read as Internal */
+  }
+  return logreg_train(&f->lr, r, x, ne, l, e, n);
+}
+static void flaky_destroy(void* u) { logreg_release(&((flaky*)u)->lr), ++g_destroyed; }
+
+static shoal_trainer flaky_trainer(flaky* f) {
+  shoal_trainer t = logreg_trainer(&f->lr, 150);
+  t.user = f;
+  t.configure = flaky_configure;
+  t.set_parameters = flaky_set;
+  t.get_parameters = flaky_get;
+  t.train = flaky_train;
+  t.evaluate = NULL;
+  t.destroy = flaky_destroy;
+  return t;
+}
+
+static void test_failing_callbacks(void) {
+  char spec[600];
+  snprintf(spec, sizeof spec, "csv:%s", g_csv);
+  /* configure refuses the task (the aggregator trains an MLP, not this logistic regression). */
+  {
+    aggregator a = start_aggregator("refuse", "mlp:16", 1, 1, "20");
+    shoal_client* c = new_client(a.endpoint, "capi-refuse");
+    flaky f;
+    memset(&f, 0, sizeof f);
+    f.lr.dataset = spec;
+    f.lr.parts = 1;
+    shoal_trainer t = flaky_trainer(&f);
+    CHECK_STATUS(shoal_client_set_trainer(c, &t), SHOAL_OK);
+    CHECK_STATUS(shoal_client_run(c), SHOAL_INVALID_ARGUMENT);
+    CHECK(strstr(shoal_client_last_error(c), "configure callback failed") != NULL);
+    CHECK(strstr(shoal_client_last_error(c), "--model linear") != NULL);
+    CHECK_ERROR_MENTIONS("--model linear");
+    g_destroyed = 0;
+    shoal_client_destroy(c);
+    CHECK(g_destroyed == 1);
+    stop_aggregator(&a);
+  }
+  /* Round 1: train fails; round 2: get_parameters fails; round 3 succeeds. */
+  {
+    aggregator a = start_aggregator("flaky", "linear", 3, 1, "2");
+    shoal_client* c = new_client(a.endpoint, "capi-flaky");
+    flaky f;
+    memset(&f, 0, sizeof f);
+    f.lr.dataset = spec;
+    f.lr.parts = 1;
+    shoal_trainer t = flaky_trainer(&f);
+    CHECK_STATUS(shoal_client_set_trainer(c, &t), SHOAL_OK);
+    CHECK_STATUS(shoal_client_run(c), SHOAL_OK);
+    shoal_client_stats s;
+    s.struct_size = sizeof s;
+    CHECK_STATUS(shoal_client_get_stats(c, &s), SHOAL_OK);
+    CHECK(s.rounds_trained == 1);
+    CHECK(f.train_calls == 3 && f.get_calls == 2);
+    shoal_client_destroy(c);
+    CHECK(wait_aggregator(&a, 30) == 0);
+    CHECK(last_metric(a.metrics, "round") == 3);
+    CHECK(last_metric(a.metrics, "clients_reported") == 1);
+  }
+}
+
+/* Cancel from another thread while train() runs: train sees shoal_train_cancelled, run
+ * returns SHOAL_CANCELLED promptly. */
+typedef struct slow {
+  volatile int training, saw_cancel;
+} slow;
+static int slow_train(void* u, const shoal_round* r, shoal_train_context* x, uint64_t* ne, double* l, char* e, size_t n) {
+  slow* s = (slow*)u;
+  (void)r, (void)ne, (void)l;
+  s->training = 1;
+  for (int i = 0; i < 3000 && !shoal_train_cancelled(x); ++i) {
+    shoal_train_progress(x, (float)i / 3000.0f);
+    sleep_ms(10);
+  }
+  s->saw_cancel = shoal_train_cancelled(x);
+  snprintf(e, n, "stopped");
+  return SHOAL_CANCELLED;
+}
+typedef struct canceller {
+  shoal_client* client;
+  slow* s;
+} canceller;
+static void* cancel_when_training(void* arg) {
+  canceller* k = (canceller*)arg;
+  for (int i = 0; i < 3000 && !k->s->training; ++i) sleep_ms(10);
+  shoal_client_stats st;
+  st.struct_size = sizeof st;
+  CHECK_STATUS(shoal_client_get_stats(k->client, &st), SHOAL_OK); /* thread-safe while running */
+  CHECK_STATUS(shoal_client_cancel(k->client), SHOAL_OK);
+  return NULL;
+}
+
+static void test_cancel(void) {
+  aggregator a = start_aggregator("cancel", "linear", 1, 1, "60");
+  shoal_client* c = new_client(a.endpoint, "capi-cancel");
+  slow s = {0, 0};
+  shoal_trainer t = dummy_trainer();
+  t.user = &s;
+  t.train = slow_train;
+  t.destroy = NULL;
+  CHECK_STATUS(shoal_client_set_trainer(c, &t), SHOAL_OK);
+  canceller k = {c, &s};
+  pthread_t th;
+  pthread_create(&th, NULL, cancel_when_training, &k);
+  const time_t started = time(NULL);
+  CHECK_STATUS(shoal_client_run(c), SHOAL_CANCELLED);
+  pthread_join(th, NULL);
+  CHECK(s.training && s.saw_cancel);
+  CHECK(time(NULL) - started < 20);
+  shoal_client_destroy(c);
+  stop_aggregator(&a);
+
+  /* Cancelled before it starts: the run returns at once. */
+  c = new_client("tcp://127.0.0.1:9", "capi-cancel-early");
+  t = dummy_trainer();
+  t.destroy = NULL;
+  CHECK_STATUS(shoal_client_set_trainer(c, &t), SHOAL_OK);
+  CHECK_STATUS(shoal_client_cancel(c), SHOAL_OK);
+  CHECK_STATUS(shoal_client_run(c), SHOAL_CANCELLED);
+  shoal_client_destroy(c);
+}
+
+/* Nobody listening: a clear Unavailable, not a hang. */
+static void test_unreachable(void) {
+  shoal_client_options o;
+  shoal_client_options_init(&o);
+  char endpoint[64];
+  snprintf(endpoint, sizeof endpoint, "tcp://127.0.0.1:%d", free_port());
+  o.connect = endpoint;
+  o.connect_timeout_ms = 500;
+  shoal_client* c = NULL;
+  CHECK_STATUS(shoal_client_create(&o, &c), SHOAL_OK);
+  shoal_trainer t = dummy_trainer();
+  t.destroy = NULL;
+  CHECK_STATUS(shoal_client_set_trainer(c, &t), SHOAL_OK);
+  CHECK_STATUS(shoal_client_run(c), SHOAL_UNAVAILABLE);
+  CHECK(strstr(shoal_client_last_error(c), endpoint) != NULL);
+  shoal_client_destroy(c);
+}
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: capi_test AGGREGATOR_BINARY WORK_DIR\n");
+    return 2;
+  }
+  g_aggregator = argv[1];
+  g_dir = argv[2];
+  mkdir(g_dir, 0755);
+  snprintf(g_csv, sizeof g_csv, "%s/blobs.csv", g_dir);
+  write_blobs_csv(g_csv);
+  CHECK_STATUS(shoal_set_log_callback(NULL, NULL, SHOAL_LOG_WARN), SHOAL_OK);
+
+  test_version_and_names();
+  test_misuse();
+  test_dataset();
+  test_unreachable();
+  test_federated_run();
+  test_builtin_trainer();
+  test_failing_callbacks();
+  test_cancel();
+
+  if (g_failures) {
+    fprintf(stderr, "capi_test: %d check(s) failed\n", g_failures);
+    return 1;
+  }
+  printf("capi_test: all checks passed\n");
+  return 0;
+}
