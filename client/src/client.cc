@@ -1,5 +1,7 @@
 // The client runtime: one thread runs the protocol loop (this file); local training runs on a
-// worker thread so heartbeats and a Bye keep flowing while it does.
+// worker thread so heartbeats and a Bye keep flowing while it does. The worker is one thread
+// for the client's lifetime (started at the first round), so an application's trainer always
+// runs on the same thread: JNI attachment, a CUDA current device and thread-locals persist.
 #include "shoal/client.h"
 
 #include <spdlog/spdlog.h>
@@ -9,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -32,7 +35,15 @@ class Client::Impl {
   Impl(ClientOptions o, std::unique_ptr<Trainer> t) : o_(std::move(o)), trainer_(std::move(t)) {
     if (o_.name.empty()) o_.name = "client-" + std::to_string(::getpid());
   }
-  ~Impl() { StopTraining(); }
+  ~Impl() {
+    StopTraining();
+    {
+      std::lock_guard<std::mutex> lock(work_mu_);
+      quit_ = true;
+    }
+    work_cv_.notify_all();
+    if (worker_.joinable()) worker_.join();
+  }
 
   Status Run();
   Status Poll(milliseconds timeout, bool* finished);
@@ -78,6 +89,8 @@ class Client::Impl {
   Status FinishTraining();
   void StartTraining(std::vector<float> global, RoundConfig config);
   void StopTraining();
+  void WorkerLoop();
+  void TrainJob(std::span<const float> global, const RoundConfig& config);
   void Unregister(const std::string& why);
 
   ClientOptions o_;
@@ -125,9 +138,19 @@ class Client::Impl {
   wire::PayloadEncoding assembler_encoding_ = wire::PayloadEncoding::DenseF32;
   bool awaiting_full_ = false;
   Clock::time_point round_started_;
+  // The training thread and the one round handed to it.
+  struct Job {
+    std::vector<float> global;
+    RoundConfig config;
+  };
   std::thread worker_;
+  std::mutex work_mu_;
+  std::condition_variable work_cv_;
+  std::optional<Job> job_;  // guarded by work_mu_
+  bool quit_ = false;       // guarded by work_mu_
+  bool training_ = false;   // loop thread only: a round is with the worker and not yet collected
   std::atomic<bool> train_cancel_{false};
-  std::atomic<bool> train_done_{false};
+  std::atomic<bool> train_done_{false};  // the worker finished the round (set under work_mu_)
   std::atomic<float> progress_{0.0f};
   uint64_t training_round_ = 0;
   Status train_status_;
@@ -144,38 +167,69 @@ void Client::Impl::StartTraining(std::vector<float> global, RoundConfig config) 
   train_done_ = false;
   progress_ = 0.0f;
   training_round_ = config.round;
-  worker_ = std::thread([this, global = std::move(global), config] {
-    TrainContext ctx;
-    ctx.progress = [this](float p) { progress_.store(std::clamp(p, 0.0f, 1.0f)); };
-    ctx.cancel = &train_cancel_;
-    TrainResult result;
-    Status st;
-    // Federated evaluation: the global model as received, on this client's data, before it
-    // trains (trainers without Evaluate skip it). Reported with the update's metrics.
-    std::optional<EvalResult> eval;
-    try {
-      EvalResult e;
-      if (trainer_->Evaluate(global, &e).ok() && std::isfinite(e.loss) && std::isfinite(e.accuracy)) eval = e;
-      st = trainer_->Train(global, config, ctx, &result);
-    } catch (const std::exception& e) {  // an application trainer must not take the client down
-      st = Status::Internal(std::string("trainer threw: ") + e.what());
-    }
-    if (st.ok() && eval) {
-      result.metrics.emplace_back("eval_loss", eval->loss);
-      result.metrics.emplace_back("eval_accuracy", eval->accuracy);
-      result.metrics.emplace_back("eval_examples", static_cast<double>(eval->num_examples));
-    }
-    train_status_ = st;
-    train_result_ = std::move(result);
-    train_done_ = true;
-  });
+  {
+    std::lock_guard<std::mutex> lock(work_mu_);
+    job_ = Job{std::move(global), config};
+  }
+  if (!worker_.joinable()) worker_ = std::thread([this] { WorkerLoop(); });
+  work_cv_.notify_all();
+  training_ = true;
 }
 
-void Client::Impl::StopTraining() {
-  if (worker_.joinable()) {
-    train_cancel_ = true;
-    worker_.join();
+void Client::Impl::WorkerLoop() {
+  std::unique_lock<std::mutex> lock(work_mu_);
+  for (;;) {
+    work_cv_.wait(lock, [this] { return quit_ || job_.has_value(); });
+    if (quit_) return;
+    Job job = std::move(*job_);
+    job_.reset();
+    lock.unlock();
+    TrainJob(job.global, job.config);
+    lock.lock();
+    train_done_ = true;
+    work_cv_.notify_all();
   }
+}
+
+// One round on the worker: federated evaluation of the global model as received, on this
+// client's data, before it trains (trainers without Evaluate skip it), then local training.
+void Client::Impl::TrainJob(std::span<const float> global, const RoundConfig& config) {
+  TrainContext ctx;
+  ctx.progress = [this](float p) { progress_.store(std::clamp(p, 0.0f, 1.0f)); };
+  ctx.cancel = &train_cancel_;
+  TrainResult result;
+  Status st;
+  std::optional<EvalResult> eval;
+  try {  // an application trainer must not take the client down
+    EvalResult e;
+    Status evaluated = trainer_->Evaluate(global, &e);
+    if (evaluated.ok() && std::isfinite(e.loss) && std::isfinite(e.accuracy)) eval = e;
+    if (!evaluated.ok() && evaluated.code() != StatusCode::kFailedPrecondition)  // FailedPrecondition: cannot evaluate
+      spdlog::warn("round {}: evaluating the received model failed: {}", config.round, evaluated.message());
+    st = trainer_->Train(global, config, ctx, &result);
+  } catch (const std::exception& e) {
+    st = Status::Internal(std::string("trainer threw: ") + e.what());
+  } catch (...) {
+    st = Status::Internal("trainer threw a non-standard exception");
+  }
+  if (st.ok() && eval) {
+    result.metrics.emplace_back("eval_loss", eval->loss);
+    result.metrics.emplace_back("eval_accuracy", eval->accuracy);
+    result.metrics.emplace_back("eval_examples", static_cast<double>(eval->num_examples));
+  }
+  train_status_ = st;
+  train_result_ = std::move(result);
+}
+
+// Abandons the round with the worker, if any: tells it to stop and waits until the trainer
+// returns (a trainer that ignores the cancel flag holds the loop until it does).
+void Client::Impl::StopTraining() {
+  if (training_) {
+    train_cancel_ = true;
+    std::unique_lock<std::mutex> lock(work_mu_);
+    work_cv_.wait(lock, [this] { return train_done_.load(); });
+  }
+  training_ = false;
   train_done_ = false;
   training_round_ = 0;
 }
@@ -189,7 +243,11 @@ void Client::Impl::Unregister(const std::string& why) {
 }
 
 Status Client::Impl::FinishTraining() {
-  worker_.join();
+  {
+    std::unique_lock<std::mutex> lock(work_mu_);  // train_done_ is set: this does not wait
+    work_cv_.wait(lock, [this] { return train_done_.load(); });
+  }
+  training_ = false;
   train_done_ = false;
   const uint64_t round = training_round_;
   training_round_ = 0;
@@ -240,6 +298,8 @@ Status Client::Impl::HandleWelcome(const wire::Envelope* env) {
       st = trainer_->Configure(w->task);
     } catch (const std::exception& e) {  // an application trainer must not take the client down
       st = Status::Internal(std::string("trainer threw: ") + e.what());
+    } catch (...) {
+      st = Status::Internal("trainer threw a non-standard exception");
     }
     SHOAL_RETURN_IF_ERROR(st.WithContext("the aggregator's task does not fit this trainer"));
     configured_task_ = w->task;
@@ -278,7 +338,7 @@ Status Client::Impl::HandleRoundTask(const wire::Envelope* env) {
   const bool resync_reply = !new_round && awaiting_full_ && t->encoding() == wire::PayloadEncoding::DenseF32;
   if (new_round || resync_reply) {
     // A new round: anything older (an unfinished transfer or training) is abandoned.
-    if (new_round && worker_.joinable() && training_round_ != round) StopTraining();
+    if (new_round && training_ && training_round_ != round) StopTraining();
     task_round_ = round;
     awaiting_full_ = false;
     assembler_encoding_ = t->encoding();
@@ -540,7 +600,7 @@ std::optional<Status> Client::Impl::Iterate(milliseconds max_wait) {
   }
 
   // Poll briefly while training so a finished update goes out without delay.
-  auto frame = channel_->Recv(std::min(max_wait, milliseconds(worker_.joinable() ? 2 : 50)));
+  auto frame = channel_->Recv(std::min(max_wait, milliseconds(training_ ? 2 : 50)));
   if (!frame.ok()) return frame.status();
   if (o_.max_handshake_failures > 0 && channel_->handshake_failures_in_a_row() >= o_.max_handshake_failures)
     return HandshakeError();
@@ -563,7 +623,7 @@ std::optional<Status> Client::Impl::Iterate(milliseconds max_wait) {
   // Liveness: heartbeat while idle or training; detect a vanished aggregator.
   const auto t = Clock::now();
   if (t - last_sent_ >= milliseconds(welcome_->heartbeat_interval_ms)) {
-    const bool busy = worker_.joinable();
+    const bool busy = training_;
     // Never block the loop on a heartbeat: if the aggregator is away, the timeout below notices.
     Status st = Send(protocol::EncodeHeartbeat(NextHeader(task_round_), busy, busy ? progress_.load() : 0.0f),
                      milliseconds(10));
@@ -585,7 +645,7 @@ std::optional<Status> Client::Impl::Iterate(milliseconds max_wait) {
     hello_backoff_ = milliseconds(250);
     return std::nullopt;
   }
-  if (worker_.joinable()) {
+  if (training_) {
     if (train_done_.load()) {
       Status st = FinishTraining();
       if (!st.ok()) return st;

@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
   }
 
   shoal_client_options options;
-  shoal_client_options_init(&options);
+  shoal_client_options_init(&options, sizeof options);
   options.connect = connect;
   char default_name[64];
   snprintf(default_name, sizeof default_name, "logreg-c-%u", part);

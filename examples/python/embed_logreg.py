@@ -19,6 +19,7 @@ import math
 import os
 import random
 import sys
+import threading
 from array import array
 
 # ---- the C ABI, declared once ----------------------------------------------------------------
@@ -26,7 +27,7 @@ from array import array
 ABI_VERSION = 1
 TRAINER_VERSION = 1
 OK, INVALID_ARGUMENT, NOT_FOUND, INTERNAL, CANCELLED = 0, 1, 2, 9, 7
-EVENT_ROUND_DONE, EVENT_FINISHED = 3, 5
+EVENT_CONNECTED, EVENT_ROUND_DONE, EVENT_FINISHED = 0, 3, 5
 
 c_char_p, c_void_p, c_size_t, c_int, c_double, c_float = (ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t,
                                                          ctypes.c_int, ctypes.c_double, ctypes.c_float)
@@ -97,7 +98,7 @@ def load_library():
     sigs = {
         "shoal_abi_version": (c_int, []),
         "shoal_last_error": (c_char_p, []),
-        "shoal_client_options_init": (None, [ctypes.POINTER(ClientOptions)]),
+        "shoal_client_options_init": (c_int, [ctypes.POINTER(ClientOptions), c_size_t]),
         "shoal_client_create": (c_int, [ctypes.POINTER(ClientOptions), ctypes.POINTER(c_void_p)]),
         "shoal_client_set_trainer": (c_int, [c_void_p, ctypes.POINTER(Trainer)]),
         "shoal_client_run": (c_int, [c_void_p]),
@@ -259,6 +260,31 @@ def make_trainer(lib, model):
     return t  # keep it alive while the client runs: it owns the callback thunks
 
 
+def run_interruptibly(lib, client):
+    """shoal_client_run on a thread of its own, so that Python's main thread stays free to take
+    Ctrl-C (a signal reaches Python only between bytecodes, never inside a foreign call); the
+    interrupt cancels the client, which is thread-safe. Waits on an Event, not Thread.join:
+    an interrupted join can leave the thread looking finished."""
+    result = []
+    done = threading.Event()
+
+    def run():
+        try:
+            result.append(lib.shoal_client_run(client))
+        finally:
+            done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    try:
+        while not done.wait(0.2):
+            pass
+    except KeyboardInterrupt:
+        print("embed_logreg.py: interrupted; cancelling", file=sys.stderr, flush=True)
+        lib.shoal_client_cancel(client)
+        done.wait()
+    return result[0]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--connect", default="tcp://127.0.0.1:7070")
@@ -278,14 +304,17 @@ def main():
 
     def on_event(_user, event):
         e = event.contents
-        if e.kind == EVENT_ROUND_DONE:
+        if e.kind == EVENT_CONNECTED:
+            print(e.message.decode(), flush=True)
+        elif e.kind == EVENT_ROUND_DONE:
             print(f"round {e.round}: train_loss {e.train_loss:.4f}, {e.seconds:.2f} s", flush=True)
         elif e.kind == EVENT_FINISHED:
             print("finished: " + e.message.decode(), flush=True)
 
     events = ON_EVENT(on_event)
     options = ClientOptions()
-    lib.shoal_client_options_init(ctypes.byref(options))
+    if lib.shoal_client_options_init(ctypes.byref(options), ctypes.sizeof(options)) != OK:
+        sys.exit("embed_logreg.py: error: " + lib.shoal_last_error().decode())
     options.connect = a.connect.encode()
     options.name = (a.name or f"logreg-py-{part}").encode()
     options.secret_key_file = a.secret_key.encode() if a.secret_key else None
@@ -297,7 +326,7 @@ def main():
     trainer = make_trainer(lib, LogisticRegression(lib, a.dataset, part, parts))
     status = lib.shoal_client_set_trainer(client, ctypes.byref(trainer))
     if status == OK:
-        status = lib.shoal_client_run(client)
+        status = run_interruptibly(lib, client)
     if status != OK:
         print("embed_logreg.py: error: " + lib.shoal_client_last_error(client).decode(), file=sys.stderr)
     lib.shoal_client_destroy(client)

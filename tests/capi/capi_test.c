@@ -1,4 +1,5 @@
-/* The C ABI test, compiled as C99: every function in shoal/shoal.h, used correctly against a
+/* The C ABI test, compiled as C (C11, for <stdatomic.h>; the header itself is C99, which
+ * examples/c checks): every function in shoal/shoal.h, used correctly against a
  * real shoal-aggregator on 127.0.0.1 and misused (NULL handles, wrong struct sizes and
  * versions, callbacks that fail, cancel during training), each misuse answered by an error
  * code and a message. Also run under ASan/UBSan by scripts/test.
@@ -13,6 +14,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,7 +29,7 @@
 
 extern char** environ;
 
-static int g_failures = 0;
+static atomic_int g_failures = 0; /* CHECKs run on several threads */
 static const char* g_aggregator;
 static const char* g_dir;
 static char g_csv[512];
@@ -167,7 +169,7 @@ static void write_blobs_csv(const char* path) {
 
 static shoal_client* new_client(const char* endpoint, const char* name) {
   shoal_client_options o;
-  shoal_client_options_init(&o);
+  CHECK_STATUS(shoal_client_options_init(&o, sizeof o), SHOAL_OK);
   o.connect = endpoint;
   o.name = name;
   o.connect_timeout_ms = 20000;
@@ -214,7 +216,7 @@ static shoal_trainer dummy_trainer(void) {
 
 static void test_misuse(void) {
   shoal_client_options o;
-  shoal_client_options_init(&o);
+  CHECK_STATUS(shoal_client_options_init(&o, sizeof o), SHOAL_OK);
   CHECK(o.struct_size == sizeof o && o.connect_timeout_ms > 0 && o.max_handshake_failures == 3);
   shoal_client* c = (shoal_client*)&o; /* must be overwritten with NULL on failure */
 
@@ -227,21 +229,33 @@ static void test_misuse(void) {
   CHECK_STATUS(shoal_client_set_trainer(NULL, &t), SHOAL_INVALID_ARGUMENT);
   CHECK_ERROR_MENTIONS("client is NULL");
   shoal_builtin_options b;
-  shoal_builtin_options_init(&b);
+  CHECK_STATUS(shoal_builtin_options_init(&b, sizeof b), SHOAL_OK);
   CHECK(b.struct_size == sizeof b && strcmp(b.dataset, "digits") == 0 && b.partition_count == 1);
   CHECK_STATUS(shoal_client_use_builtin_trainer(NULL, &b), SHOAL_INVALID_ARGUMENT);
   CHECK_STATUS(shoal_client_run(NULL), SHOAL_INVALID_ARGUMENT);
   int finished = 7;
   CHECK_STATUS(shoal_client_step(NULL, 0, &finished), SHOAL_INVALID_ARGUMENT);
-  CHECK(finished == 0);
+  CHECK(finished == 1); /* any failure ends a `while (!finished)` loop */
   CHECK_STATUS(shoal_client_cancel(NULL), SHOAL_INVALID_ARGUMENT);
   shoal_client_stats stats;
   stats.struct_size = sizeof stats;
   CHECK_STATUS(shoal_client_get_stats(NULL, &stats), SHOAL_INVALID_ARGUMENT);
   CHECK(strlen(shoal_client_last_error(NULL)) > 0);
   shoal_client_destroy(NULL);
-  shoal_client_options_init(NULL);
-  shoal_builtin_options_init(NULL);
+  CHECK_STATUS(shoal_client_options_init(NULL, sizeof o), SHOAL_INVALID_ARGUMENT);
+  CHECK_STATUS(shoal_builtin_options_init(NULL, sizeof b), SHOAL_INVALID_ARGUMENT);
+  /* An init given a size this library does not know writes nothing. */
+  {
+    unsigned char buf[sizeof(shoal_client_options) + 64];
+    memset(buf, 0xAB, sizeof buf);
+    CHECK_STATUS(shoal_client_options_init((shoal_client_options*)buf, 8), SHOAL_INVALID_ARGUMENT);
+    CHECK_ERROR_MENTIONS("struct_size is 8");
+    CHECK_STATUS(shoal_client_options_init((shoal_client_options*)buf, sizeof buf), SHOAL_INVALID_ARGUMENT);
+    CHECK_STATUS(shoal_builtin_options_init((shoal_builtin_options*)buf, 4), SHOAL_INVALID_ARGUMENT);
+    int untouched = 1;
+    for (size_t i = 0; i < sizeof buf; ++i) untouched &= buf[i] == 0xAB;
+    CHECK(untouched);
+  }
   CHECK(shoal_train_cancelled(NULL) == 0);
   shoal_train_progress(NULL, 0.5f);
 
@@ -253,12 +267,12 @@ static void test_misuse(void) {
   o.struct_size = sizeof o + 16;
   CHECK_STATUS(shoal_client_create(&o, &c), SHOAL_INVALID_ARGUMENT);
   CHECK(c == NULL);
-  shoal_client_options_init(&o);
+  CHECK_STATUS(shoal_client_options_init(&o, sizeof o), SHOAL_OK);
   o.connect_timeout_ms = 0;
   CHECK_STATUS(shoal_client_create(&o, &c), SHOAL_INVALID_ARGUMENT);
   CHECK_ERROR_MENTIONS("connect_timeout_ms");
 
-  shoal_client_options_init(&o);
+  CHECK_STATUS(shoal_client_options_init(&o, sizeof o), SHOAL_OK);
   CHECK_STATUS(shoal_client_create(&o, &c), SHOAL_OK);
   CHECK(c != NULL);
   CHECK_STATUS(shoal_client_get_stats(c, NULL), SHOAL_INVALID_ARGUMENT);
@@ -271,7 +285,10 @@ static void test_misuse(void) {
   /* Running before a trainer is set is out of order. */
   CHECK_STATUS(shoal_client_run(c), SHOAL_FAILED_PRECONDITION);
   CHECK(strstr(shoal_client_last_error(c), "no trainer") != NULL);
-  CHECK_STATUS(shoal_client_step(c, 0, NULL), SHOAL_FAILED_PRECONDITION);
+  finished = 0;
+  CHECK_STATUS(shoal_client_step(c, 0, &finished), SHOAL_FAILED_PRECONDITION);
+  CHECK(finished == 1);
+  CHECK(strstr(shoal_client_last_error(c), "no trainer") != NULL);
 
   /* A trainer of another version, or without a required callback. */
   CHECK_STATUS(shoal_client_set_trainer(c, NULL), SHOAL_INVALID_ARGUMENT);
@@ -288,12 +305,12 @@ static void test_misuse(void) {
   /* Built-in trainer: bad struct size, bad partition, a missing file. */
   b.struct_size = 1;
   CHECK_STATUS(shoal_client_use_builtin_trainer(c, &b), SHOAL_INVALID_ARGUMENT);
-  shoal_builtin_options_init(&b);
+  CHECK_STATUS(shoal_builtin_options_init(&b, sizeof b), SHOAL_OK);
   b.partition_index = 2;
   b.partition_count = 2;
   CHECK_STATUS(shoal_client_use_builtin_trainer(c, &b), SHOAL_INVALID_ARGUMENT);
   CHECK_ERROR_MENTIONS("partition_index");
-  shoal_builtin_options_init(&b);
+  CHECK_STATUS(shoal_builtin_options_init(&b, sizeof b), SHOAL_OK);
   b.dataset = "csv:/nonexistent/shoal-capi.csv";
   CHECK_STATUS(shoal_client_use_builtin_trainer(c, &b), SHOAL_NOT_FOUND);
   CHECK_ERROR_MENTIONS("/nonexistent/shoal-capi.csv");
@@ -352,13 +369,35 @@ static void test_dataset(void) {
 
 /* ---- federated runs ----------------------------------------------------------------------- */
 
-static pthread_mutex_t g_log_mu = PTHREAD_MUTEX_INITIALIZER;
-static int g_log_lines = 0, g_log_below_min = 0;
-static void count_log(void* user, int level, const char* message) {
-  pthread_mutex_lock(&g_log_mu);
-  ++g_log_lines;
-  if (level < *(int*)user || !message) ++g_log_below_min;
-  pthread_mutex_unlock(&g_log_mu);
+
+/* Two log destinations the test switches between while clients run: once
+ * shoal_set_log_callback has returned, the destination switched away from must never be
+ * called again (and ASan sees any use of a freed logger). */
+typedef struct log_target {
+  atomic_int live, lines, late, below_min;
+} log_target;
+static void target_log(void* user, int level, const char* message) {
+  log_target* t = (log_target*)user;
+  if (!atomic_load(&t->live) || !message) atomic_fetch_add(&t->late, 1);
+  if (level < SHOAL_LOG_DEBUG) atomic_fetch_add(&t->below_min, 1);
+  atomic_fetch_add(&t->lines, 1);
+}
+typedef struct log_switcher {
+  log_target targets[2];
+  atomic_int stop, switches;
+} log_switcher;
+static void* switch_log_targets(void* arg) {
+  log_switcher* w = (log_switcher*)arg;
+  for (int i = 0; !atomic_load(&w->stop); ++i) {
+    log_target* next = &w->targets[i % 2];
+    log_target* prev = &w->targets[(i + 1) % 2];
+    atomic_store(&next->live, 1);
+    CHECK_STATUS(shoal_set_log_callback(target_log, next, SHOAL_LOG_DEBUG), SHOAL_OK);
+    atomic_store(&prev->live, 0);
+    atomic_fetch_add(&w->switches, 1);
+    sleep_ms(1);
+  }
+  return NULL;
 }
 
 typedef struct client_run {
@@ -385,7 +424,7 @@ static void on_event(void* user, const shoal_event* e) {
 static void* run_logreg_client(void* arg) {
   client_run* r = (client_run*)arg;
   shoal_client_options o;
-  shoal_client_options_init(&o);
+  CHECK_STATUS(shoal_client_options_init(&o, sizeof o), SHOAL_OK);
   o.connect = r->endpoint;
   o.name = r->name;
   o.on_event = on_event;
@@ -426,8 +465,6 @@ static void* run_logreg_client(void* arg) {
  * logistic regression train 4 rounds; the federated model classifies the held-out split, the
  * clients' evaluate() feeds federated evaluation, and log lines reach the callback. */
 static void test_federated_run(void) {
-  static int min_level = SHOAL_LOG_DEBUG; /* each client logs its Welcome at debug */
-  CHECK_STATUS(shoal_set_log_callback(count_log, &min_level, SHOAL_LOG_DEBUG), SHOAL_OK);
   aggregator a = start_aggregator("run", "linear", 4, 2, "20");
   client_run runs[2];
   memset(runs, 0, sizeof runs);
@@ -440,7 +477,20 @@ static void test_federated_run(void) {
     runs[i].parts = 2;
     pthread_create(&threads[i], NULL, run_logreg_client, &runs[i]);
   }
+  /* All through the run, log lines (at debug: each client logs every frame) go to one of two
+   * callbacks, switched every millisecond. */
+  static log_switcher w;
+  memset(&w, 0, sizeof w);
+  pthread_t switcher;
+  pthread_create(&switcher, NULL, switch_log_targets, &w);
   for (int i = 0; i < 2; ++i) pthread_join(threads[i], NULL);
+  atomic_store(&w.stop, 1);
+  pthread_join(switcher, NULL);
+  CHECK_STATUS(shoal_set_log_callback(NULL, NULL, SHOAL_LOG_WARN), SHOAL_OK);
+  CHECK(atomic_load(&w.switches) > 10);
+  CHECK(atomic_load(&w.targets[0].lines) + atomic_load(&w.targets[1].lines) > 0);
+  CHECK(atomic_load(&w.targets[0].late) == 0 && atomic_load(&w.targets[1].late) == 0);
+  CHECK(atomic_load(&w.targets[0].below_min) == 0 && atomic_load(&w.targets[1].below_min) == 0);
   CHECK(wait_aggregator(&a, 60) == 0);
   for (int i = 0; i < 2; ++i) {
     if (runs[i].status != SHOAL_OK) fprintf(stderr, "client %s: %s\n", runs[i].name, runs[i].error);
@@ -454,11 +504,6 @@ static void test_federated_run(void) {
   CHECK(last_metric(a.metrics, "clients_reported") == 2);
   CHECK(last_metric(a.metrics, "test_accuracy") > 0.9);
   CHECK(last_metric(a.metrics, "client_eval_accuracy") > 0.8);
-  pthread_mutex_lock(&g_log_mu);
-  CHECK(g_log_lines > 0);
-  CHECK(g_log_below_min == 0);
-  pthread_mutex_unlock(&g_log_mu);
-  CHECK_STATUS(shoal_set_log_callback(NULL, NULL, SHOAL_LOG_WARN), SHOAL_OK);
 }
 
 /* The built-in trainer through the C ABI: Shoal's own MLP on the same file. */
@@ -466,7 +511,7 @@ static void test_builtin_trainer(void) {
   aggregator a = start_aggregator("builtin", "mlp:16", 3, 1, "20");
   shoal_client* c = new_client(a.endpoint, "capi-builtin");
   shoal_builtin_options b;
-  shoal_builtin_options_init(&b);
+  CHECK_STATUS(shoal_builtin_options_init(&b, sizeof b), SHOAL_OK);
   char spec[600];
   snprintf(spec, sizeof spec, "csv:%s", g_csv);
   b.dataset = spec;
@@ -488,11 +533,33 @@ static void test_builtin_trainer(void) {
 typedef struct flaky {
   logreg lr;
   int train_calls, get_calls;
+  /* The thread that runs the client (configure) and the training thread: the same training
+   * thread for every callback of every round, and not the runner. */
+  pthread_t runner, trainer;
+  int trainer_seen, thread_changed;
 } flaky;
-static int flaky_configure(void* u, const shoal_task* t, char* e, size_t n) { return logreg_configure(&((flaky*)u)->lr, t, e, n); }
-static int flaky_set(void* u, const float* p, size_t c, char* e, size_t n) { return logreg_set_parameters(&((flaky*)u)->lr, p, c, e, n); }
+/* Thread-local, so a new thread is told apart even when it reuses a joined thread's id. */
+static _Thread_local int tl_is_training_thread = 0;
+static void note_training_thread(flaky* f) {
+  if (!f->trainer_seen) {
+    f->trainer = pthread_self();
+    f->trainer_seen = 1;
+    tl_is_training_thread = 1;
+  } else if (!pthread_equal(f->trainer, pthread_self()) || !tl_is_training_thread) {
+    f->thread_changed = 1;
+  }
+}
+static int flaky_configure(void* u, const shoal_task* t, char* e, size_t n) {
+  ((flaky*)u)->runner = pthread_self();
+  return logreg_configure(&((flaky*)u)->lr, t, e, n);
+}
+static int flaky_set(void* u, const float* p, size_t c, char* e, size_t n) {
+  note_training_thread((flaky*)u);
+  return logreg_set_parameters(&((flaky*)u)->lr, p, c, e, n);
+}
 static int flaky_get(void* u, float* p, size_t c, char* e, size_t n) {
   flaky* f = (flaky*)u;
+  note_training_thread(f);
   if (++f->get_calls == 1) { /* round 2 (round 1's train failed before reading back) */
     snprintf(e, n, "camera roll locked");
     return SHOAL_IO_ERROR;
@@ -501,6 +568,7 @@ static int flaky_get(void* u, float* p, size_t c, char* e, size_t n) {
 }
 static int flaky_train(void* u, const shoal_round* r, shoal_train_context* x, uint64_t* ne, double* l, char* e, size_t n) {
   flaky* f = (flaky*)u;
+  note_training_thread(f);
   if (++f->train_calls == 1) {
     snprintf(e, n, "GPU busy");
     return 12345; /* not a shoal_status: read as Internal */
@@ -559,6 +627,8 @@ static void test_failing_callbacks(void) {
     CHECK_STATUS(shoal_client_get_stats(c, &s), SHOAL_OK);
     CHECK(s.rounds_trained == 1);
     CHECK(f.train_calls == 3 && f.get_calls == 2);
+    CHECK(f.trainer_seen && !f.thread_changed);         /* one training thread for all rounds */
+    CHECK(!pthread_equal(f.trainer, f.runner));         /* and not the thread in run */
     shoal_client_destroy(c);
     CHECK(wait_aggregator(&a, 30) == 0);
     CHECK(last_metric(a.metrics, "round") == 3);
@@ -569,7 +639,7 @@ static void test_failing_callbacks(void) {
 /* Cancel from another thread while train() runs: train sees shoal_train_cancelled, run
  * returns SHOAL_CANCELLED promptly. */
 typedef struct slow {
-  volatile int training, saw_cancel;
+  atomic_int training, saw_cancel;
 } slow;
 static int slow_train(void* u, const shoal_round* r, shoal_train_context* x, uint64_t* ne, double* l, char* e, size_t n) {
   slow* s = (slow*)u;
@@ -597,10 +667,29 @@ static void* cancel_when_training(void* arg) {
   return NULL;
 }
 
+static _Atomic(shoal_client*) g_signal_client = NULL;
+static void cancel_on_signal(int sig) {
+  (void)sig;
+  shoal_client* c = atomic_load(&g_signal_client);
+  if (c) shoal_client_cancel(c); /* async-signal-safe */
+}
+typedef struct signaller {
+  pthread_t target;
+  slow* s;
+} signaller;
+static void* signal_when_training(void* arg) {
+  signaller* g = (signaller*)arg;
+  for (int i = 0; i < 3000 && !g->s->training; ++i) sleep_ms(10);
+  pthread_kill(g->target, SIGUSR1);
+  return NULL;
+}
+
 static void test_cancel(void) {
   aggregator a = start_aggregator("cancel", "linear", 1, 1, "60");
   shoal_client* c = new_client(a.endpoint, "capi-cancel");
-  slow s = {0, 0};
+  slow s;
+  atomic_init(&s.training, 0);
+  atomic_init(&s.saw_cancel, 0);
   shoal_trainer t = dummy_trainer();
   t.user = &s;
   t.train = slow_train;
@@ -617,6 +706,35 @@ static void test_cancel(void) {
   shoal_client_destroy(c);
   stop_aggregator(&a);
 
+  /* Cancelled from a signal handler (SIGINT-style) on the thread blocked in run. */
+  a = start_aggregator("cancel-signal", "linear", 1, 1, "60");
+  c = new_client(a.endpoint, "capi-cancel-signal");
+  atomic_store(&s.training, 0);
+  atomic_store(&s.saw_cancel, 0);
+  t = dummy_trainer();
+  t.user = &s;
+  t.train = slow_train;
+  t.destroy = NULL;
+  CHECK_STATUS(shoal_client_set_trainer(c, &t), SHOAL_OK);
+  atomic_store(&g_signal_client, c);
+  struct sigaction sa, old;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = cancel_on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGUSR1, &sa, &old);
+  signaller sg = {pthread_self(), &s};
+  pthread_create(&th, NULL, signal_when_training, &sg);
+  const time_t signalled = time(NULL);
+  CHECK_STATUS(shoal_client_run(c), SHOAL_CANCELLED);
+  pthread_join(th, NULL);
+  sigaction(SIGUSR1, &old, NULL);
+  atomic_store(&g_signal_client, NULL);
+  CHECK(s.training && s.saw_cancel);
+  CHECK(time(NULL) - signalled < 20);
+  shoal_client_destroy(c);
+  stop_aggregator(&a);
+
   /* Cancelled before it starts: the run returns at once. */
   c = new_client("tcp://127.0.0.1:9", "capi-cancel-early");
   t = dummy_trainer();
@@ -630,7 +748,7 @@ static void test_cancel(void) {
 /* Nobody listening: a clear Unavailable, not a hang. */
 static void test_unreachable(void) {
   shoal_client_options o;
-  shoal_client_options_init(&o);
+  CHECK_STATUS(shoal_client_options_init(&o, sizeof o), SHOAL_OK);
   char endpoint[64];
   snprintf(endpoint, sizeof endpoint, "tcp://127.0.0.1:%d", free_port());
   o.connect = endpoint;

@@ -237,6 +237,32 @@ TEST(Federated, EmbeddedPythonApplicationThroughCtypes) {
   EXPECT_NE(apps[0]->Stdout().find("round 3: train_loss"), std::string::npos) << apps[0]->Stdout() << apps[0]->Stderr();
 }
 
+// Ctrl-C in the Python application (its main thread waits while another runs the client)
+// cancels the client: it says Bye to the aggregator and exits 1 with the reason.
+TEST(Federated, EmbeddedPythonApplicationStopsOnCtrlC) {
+  if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";
+  const std::string dir = TempDir("embed-py-int");
+  const int port = FreePort();
+  auto args = AggregatorArgs(port, 1, 2, dir + "/run.jsonl");  // waits for a second client
+  SetFlag(args, "--model", "linear");
+  Process agg("shoal-aggregator", args, dir + "/agg", kOneThread);
+  const std::map<std::string, std::string> env = {{"SHOAL_LIBRARY", std::string(SHOAL_LIB_DIR) + "/libshoal.so"}};
+  Process app("/usr/bin/python3",
+              {std::string(SHOAL_SOURCE_DIR) + "/examples/python/embed_logreg.py", "--connect", Endpoint(port),
+               "--partition", "0/2"},
+              dir + "/py", env);
+  ASSERT_TRUE(WaitFor([&] { return app.Stdout().find("joined ") != std::string::npos; }, seconds(60)))
+      << app.Stdout() << app.Stderr();
+  app.Signal(SIGINT);
+  EXPECT_EQ(app.Wait(seconds(20)), 1) << app.Stderr();
+  EXPECT_NE(app.Stderr().find("interrupted; cancelling"), std::string::npos) << app.Stderr();
+  EXPECT_NE(app.Stderr().find("client cancelled"), std::string::npos) << app.Stderr();
+  EXPECT_TRUE(WaitFor([&] { return agg.Stderr().find("(logreg-py-0) left") != std::string::npos; }, seconds(10)))
+      << agg.Stderr();
+  agg.Signal(SIGTERM);
+  EXPECT_EQ(agg.Wait(seconds(10)), 0);
+}
+
 // The C application refuses a model it cannot train: the configure callback's reason reaches
 // the user and the exit code is 1.
 TEST(Federated, EmbeddedCApplicationRefusesAForeignModel) {

@@ -16,8 +16,10 @@
  *   Strings and arrays returned are owned by the library; how long they stay valid is said
  *   at each function.
  * - Structs that cross the boundary start with `struct_size` (set it with the matching
- *   *_init function, or to sizeof) or `version`, so that fields can be added at the end in
- *   later versions without breaking applications built against this header.
+ *   *_init function, passing sizeof the struct, or set it to sizeof) or `version`, so that
+ *   fields can be added at the end in later versions without breaking applications built
+ *   against this header: a library reads and writes only the fields the caller's
+ *   struct_size covers.
  * - Symbols: only shoal_* names are exported from the shared library. SHOAL_ABI_VERSION
  *   changes whenever a function or a struct layout changes incompatibly.
  */
@@ -80,10 +82,13 @@ enum {
  * one call at a time; `message` is valid only during the call. Must not call back into
  * shoal_set_log_callback. */
 typedef void (*shoal_log_fn)(void* user, int level, const char* message);
-/* Routes Shoal's log lines at or above `min_level` to `fn` (process-wide; Shoal logs through
- * spdlog's default logger). fn = NULL restores logging to stderr at `min_level`.
- * Returns SHOAL_INVALID_ARGUMENT for a level outside SHOAL_LOG_TRACE..SHOAL_LOG_OFF.
- * Thread-safe, but lines being logged while it runs may go to the old destination. */
+/* Routes Shoal's log lines at or above `min_level` to `fn` (process-wide). fn = NULL restores
+ * logging to stderr at `min_level`. Returns SHOAL_INVALID_ARGUMENT for a level outside
+ * SHOAL_LOG_TRACE..SHOAL_LOG_OFF.
+ * Thread-safe, also while clients run: once it returns, the previous fn is never called
+ * again (its `user` may be freed). Shoal installs its logger as spdlog's default logger at
+ * the first call of this function, shoal_client_create or shoal_dataset_load; a C++ program
+ * that also uses spdlog should make that call before its own threads log. */
 SHOAL_EXPORT shoal_status shoal_set_log_callback(shoal_log_fn fn, void* user, int min_level);
 
 /* ---- what the aggregator asks for --------------------------------------------------- */
@@ -146,10 +151,17 @@ SHOAL_EXPORT void shoal_train_progress(shoal_train_context* context, float fract
  * (at most error_size bytes, always > 0).
  *
  * Threads: configure() runs on the thread in shoal_client_run/step; set_parameters, train,
- * get_parameters and evaluate run on the client's training thread. Never two at once.
+ * get_parameters and evaluate run on the client's training thread: one thread for the
+ * client's lifetime, started at the first round and joined by shoal_client_destroy (attach
+ * it to a JVM once, keep a CUDA device current on it). Never two callbacks at once.
  *
- * One round: evaluate() the received global model (if given), set_parameters(global),
- * train(round), get_parameters(local); the update sent is local - global. */
+ * One round: if evaluate is given, set_parameters(global) and evaluate() (federated
+ * evaluation of the received model); then set_parameters(global), train(round),
+ * get_parameters(local); the update sent is local - global.
+ *
+ * Cancellation reaches train() through shoal_train_cancelled(); the other callbacks are not
+ * interrupted. While a round is abandoned (cancel, a newer round, a lost aggregator), the
+ * thread in shoal_client_run/step waits for the callback in progress to return. */
 typedef struct shoal_trainer {
   uint32_t version;          /* SHOAL_TRAINER_VERSION */
   void* user;                /* passed to every callback */
@@ -217,8 +229,10 @@ typedef struct shoal_client_options {
   void* event_user;                 /* passed to on_event */
 } shoal_client_options;
 
-/* Fills *options with the defaults above and struct_size. */
-SHOAL_EXPORT void shoal_client_options_init(shoal_client_options* options);
+/* Fills the struct_size bytes at *options with the defaults above and sets struct_size.
+ * Pass sizeof(shoal_client_options). SHOAL_INVALID_ARGUMENT for NULL or a size this library
+ * does not know (nothing is written then). */
+SHOAL_EXPORT shoal_status shoal_client_options_init(shoal_client_options* options, size_t struct_size);
 
 /* Creates a client (it does not connect yet) into *client; free it with shoal_client_destroy.
  * Options are copied. */
@@ -240,7 +254,8 @@ typedef struct shoal_builtin_options {
   const char* device;            /* "auto", "cpu", "cuda[:N]". Default: "auto" */
   const char* precision;         /* "fp32", "tf32", "bf16", "fp16". Default: "fp32" */
 } shoal_builtin_options;
-SHOAL_EXPORT void shoal_builtin_options_init(shoal_builtin_options* options);
+/* As shoal_client_options_init: pass sizeof(shoal_builtin_options). */
+SHOAL_EXPORT shoal_status shoal_builtin_options_init(shoal_builtin_options* options, size_t struct_size);
 /* Loads the dataset now (so a missing file fails here, not mid-run). Replaces an earlier
  * trainer. SHOAL_FAILED_PRECONDITION once the client has started. */
 SHOAL_EXPORT shoal_status shoal_client_use_builtin_trainer(shoal_client* client, const shoal_builtin_options* options);
@@ -255,14 +270,18 @@ SHOAL_EXPORT shoal_status shoal_client_run(shoal_client* client);
 /* For an application's own event loop, instead of shoal_client_run: does the client's work
  * for up to timeout_ms and returns. While the run goes on it returns SHOAL_OK with *finished
  * = 0; when it is over, *finished = 1 and the status is the run's result (what
- * shoal_client_run would have returned). Local training runs on the client's training
- * thread, so a step never blocks on it. `finished` may be NULL. */
+ * shoal_client_run would have returned; later steps return it again). Any status other than
+ * SHOAL_OK comes with *finished = 1, also for misuse (NULL client, no trainer yet), so
+ * `while (!finished)` loops end. Local training runs on the client's training thread, so a
+ * step does not wait for it, except while a round is abandoned (see shoal_trainer).
+ * `finished` may be NULL. */
 SHOAL_EXPORT shoal_status shoal_client_step(shoal_client* client, uint32_t timeout_ms, int* finished);
 
 /* Makes a running shoal_client_run/step return SHOAL_CANCELLED promptly (local training is
  * told through shoal_train_cancelled); before the run starts, the run returns at once.
- * Thread-safe: the one function meant to be called from another thread while the client
- * runs (with shoal_client_get_stats). */
+ * Thread-safe: meant to be called from another thread while the client runs (as is
+ * shoal_client_get_stats), and async-signal-safe for a valid handle (a SIGINT handler may
+ * call it). Not after, or at the same time as, shoal_client_destroy. */
 SHOAL_EXPORT shoal_status shoal_client_cancel(shoal_client* client);
 
 typedef struct shoal_client_stats {
@@ -274,15 +293,19 @@ typedef struct shoal_client_stats {
   uint64_t errors_received;  /* Error replies from the aggregator */
   uint64_t resyncs;          /* full-model resyncs this client asked for */
 } shoal_client_stats;
-/* Fills *stats (fields up to stats->struct_size). Thread-safe. */
+/* Fills *stats (the fields stats->struct_size covers). Thread-safe: may run while another
+ * thread runs the client; not after, or at the same time as, shoal_client_destroy. */
 SHOAL_EXPORT shoal_status shoal_client_get_stats(const shoal_client* client, shoal_client_stats* stats);
 
 /* The message of the last failed call on this client ("" if none). Valid until the next call
  * on this client. Not for use while another thread runs the client. */
 SHOAL_EXPORT const char* shoal_client_last_error(const shoal_client* client);
 
-/* Stops the client if it runs (from another thread: cancel it first, and wait for run/step to
- * return), calls the trainer's destroy, frees everything. NULL is a no-op. */
+/* Frees the client: joins its training thread (cancelling a round in progress), calls the
+ * trainer's destroy, frees everything. Call it on the thread that runs the client, after
+ * run/step has returned (to stop a run from elsewhere: shoal_client_cancel, then wait for
+ * run/step to return). No other call on this client may follow or overlap it. NULL is a
+ * no-op. */
 SHOAL_EXPORT void shoal_client_destroy(shoal_client* client);
 
 /* ---- datasets (for applications that train themselves on Shoal's datasets) --------- */

@@ -2,10 +2,12 @@
 // exception crosses into C, and misuse becomes a status with a message.
 #include "shoal/shoal.h"
 
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <exception>
@@ -40,6 +42,13 @@ using shoal::StatusCode;
 
 thread_local std::string t_last_error;
 
+// Inside a Guard body: returns a failed Status as a shoal_status (setting the last error).
+#define SHOAL_RETURN_IF_ERROR_C(expr)       \
+  do {                                      \
+    const ::shoal::Status st_ = (expr);     \
+    if (!st_.ok()) return Fail(st_);        \
+  } while (0)
+
 // The size of a struct up to and including `field`: what a caller's struct_size must cover.
 #define SHOAL_SIZE_THROUGH(type, field) (offsetof(type, field) + sizeof(((type*)nullptr)->field))
 
@@ -50,6 +59,14 @@ shoal_status Fail(StatusCode code, std::string message) {
   return static_cast<shoal_status>(code);
 }
 shoal_status Fail(const Status& st) { return Fail(st.code(), st.message()); }
+// A call's own result: OK, or a failure with its message.
+shoal_status Result(const Status& st) { return st.ok() ? SHOAL_OK : Fail(st); }
+
+// What a caller's struct_size must cover: every field of ABI 1. Fields added later are read
+// (or written) only when the caller's struct_size covers them.
+constexpr size_t kClientOptionsAbi1 = SHOAL_SIZE_THROUGH(shoal_client_options, event_user);
+constexpr size_t kBuiltinOptionsAbi1 = SHOAL_SIZE_THROUGH(shoal_builtin_options, precision);
+constexpr size_t kClientStatsAbi1 = SHOAL_SIZE_THROUGH(shoal_client_stats, resyncs);
 
 // Checks a struct_size field: the caller's struct must hold every ABI-1 field, and may not
 // claim fields this library does not know (an application built against a newer header).
@@ -77,6 +94,8 @@ constexpr size_t kErrorBytes = 1024;
 // The application's callbacks behind shoal::Trainer.
 class CTrainer final : public shoal::Trainer {
  public:
+  // Copies sizeof(shoal_trainer): right for version 1, the only version this library accepts.
+  // A later library must copy only as much as the caller's version has.
   explicit CTrainer(const shoal_trainer& t) : t_(t), name_(Str(t.name, "c-application")) { t_.name = nullptr; }
   ~CTrainer() override {
     if (t_.destroy) t_.destroy(t_.user);
@@ -171,25 +190,63 @@ class CTrainer final : public shoal::Trainer {
   std::string name_;
 };
 
-// Log lines to the application's callback.
-class CallbackSink final : public spdlog::sinks::base_sink<std::mutex> {
+// Shoal's log lines in a process that uses the C ABI: to stderr (spdlog's usual format) or to
+// the application's callback. One sink for the process's lifetime, installed as spdlog's
+// default logger once; shoal_set_log_callback only swaps (fn, user) under the sink's mutex,
+// which every line holds while it is written, so once the swap returns the old callback is
+// never called again, and no logger is ever freed under a thread that is logging.
+class RoutingSink final : public spdlog::sinks::base_sink<std::mutex> {
  public:
-  CallbackSink(shoal_log_fn fn, void* user) : fn_(fn), user_(user) {}
+  RoutingSink()
+      : stderr_(std::make_shared<spdlog::sinks::stderr_color_sink_mt>()),
+        plain_(std::make_unique<spdlog::pattern_formatter>("%v")) {}
+  void Route(shoal_log_fn fn, void* user) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    fn_ = fn;
+    user_ = user;
+  }
 
  protected:
   void sink_it_(const spdlog::details::log_msg& msg) override {
+    if (!fn_) {
+      stderr_->log(msg);
+      return;
+    }
     spdlog::memory_buf_t line;
-    formatter_->format(msg, line);
+    plain_->format(msg, line);
     std::string text(line.data(), line.size());
     while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
     fn_(user_, static_cast<int>(msg.level), text.c_str());
   }
-  void flush_() override {}
+  void flush_() override {
+    if (!fn_) stderr_->flush();
+  }
 
  private:
-  shoal_log_fn fn_;
-  void* user_;
+  std::shared_ptr<spdlog::sinks::sink> stderr_;
+  std::unique_ptr<spdlog::formatter> plain_;
+  shoal_log_fn fn_ = nullptr;
+  void* user_ = nullptr;
 };
+
+struct Routing {
+  std::shared_ptr<RoutingSink> sink;
+  std::shared_ptr<spdlog::logger> logger;
+};
+// Installs the routing logger at the first C-ABI call that can log (before any client of this
+// process exists, so nothing is logging while the default logger is replaced).
+Routing& LogRouting() {
+  static Routing routing = [] {
+    Routing r;
+    r.sink = std::make_shared<RoutingSink>();
+    r.logger = std::make_shared<spdlog::logger>("", r.sink);
+    const spdlog::logger* old = spdlog::default_logger_raw();
+    r.logger->set_level(old ? old->level() : spdlog::level::info);
+    spdlog::set_default_logger(r.logger);
+    return r;
+  }();
+  return routing;
+}
 
 // Runs `body`, turning any exception into Internal (nothing may unwind into C).
 template <typename F>
@@ -205,6 +262,10 @@ shoal_status Guard(F&& body) {
   }
 }
 
+// Guard for a call on a client: a failure's message also becomes the client's last error.
+template <typename F>
+shoal_status ClientGuard(shoal_client* client, F&& body);
+
 }  // namespace
 
 struct shoal_client {
@@ -212,31 +273,42 @@ struct shoal_client {
   shoal_event_fn on_event = nullptr;
   void* event_user = nullptr;
   std::unique_ptr<shoal::Trainer> trainer;  // until the run starts; then owned by `client`
-  mutable std::mutex mu;                    // guards `client` and `cancelled` against cancel/stats
+  // Created at the first run/step by the thread that runs the client. `running` publishes it
+  // to shoal_client_cancel/get_stats on other threads (lock-free: cancel is signal-safe).
   std::unique_ptr<shoal::Client> client;
-  bool cancelled = false;
+  std::atomic<shoal::Client*> running{nullptr};
+  std::atomic<bool> cancelled{false};
   bool over = false;  // the run has ended
   std::string last_error;
 
-  shoal_status Fail(const Status& st) {
-    last_error = st.message();
-    return ::Fail(st);
-  }
-  shoal_status Ok() {
-    last_error.clear();
-    return SHOAL_OK;
-  }
   // Creates the C++ client at the first run/step.
   Status Start() {
-    std::lock_guard<std::mutex> lock(mu);
     if (client) return Status::Ok();
     if (!trainer)
       return Status::FailedPrecondition("no trainer: call shoal_client_set_trainer or shoal_client_use_builtin_trainer first");
     client = std::make_unique<shoal::Client>(options, std::move(trainer));
-    if (cancelled) client->Cancel();
+    running.store(client.get());
+    if (cancelled.load()) client->Cancel();  // a cancel that saw running == nullptr
     return Status::Ok();
   }
 };
+static_assert(std::atomic<shoal::Client*>::is_always_lock_free && std::atomic<bool>::is_always_lock_free,
+              "shoal_client_cancel must stay async-signal-safe");
+
+namespace {
+template <typename F>
+shoal_status ClientGuard(shoal_client* client, F&& body) {
+  const shoal_status status = Guard(std::forward<F>(body));
+  try {
+    if (status == SHOAL_OK)
+      client->last_error.clear();
+    else
+      client->last_error = t_last_error;
+  } catch (...) {  // out of memory copying the message: the thread's last error still has it
+  }
+  return status;
+}
+}  // namespace
 
 struct shoal_dataset {
   shoal::data::Dataset data;
@@ -263,16 +335,9 @@ shoal_status shoal_set_log_callback(shoal_log_fn fn, void* user, int min_level) 
     if (min_level < SHOAL_LOG_TRACE || min_level > SHOAL_LOG_OFF)
       return Fail(StatusCode::kInvalidArgument, "min_level " + std::to_string(min_level) + " is outside " +
                                                     std::to_string(SHOAL_LOG_TRACE) + ".." + std::to_string(SHOAL_LOG_OFF));
-    std::shared_ptr<spdlog::logger> logger;
-    if (fn) {
-      auto sink = std::make_shared<CallbackSink>(fn, user);
-      sink->set_pattern("%v");
-      logger = std::make_shared<spdlog::logger>("shoal", std::move(sink));
-    } else {
-      logger = std::make_shared<spdlog::logger>("shoal", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
-    }
-    logger->set_level(static_cast<spdlog::level::level_enum>(min_level));
-    spdlog::set_default_logger(std::move(logger));
+    Routing& routing = LogRouting();
+    routing.sink->Route(fn, user);
+    routing.logger->set_level(static_cast<spdlog::level::level_enum>(min_level));
     return SHOAL_OK;
   });
 }
@@ -292,15 +357,19 @@ void shoal_train_progress(shoal_train_context* context, float fraction) {
 
 // ---- the client --------------------------------------------------------------------------
 
-void shoal_client_options_init(shoal_client_options* options) {
-  if (!options) return;
-  const shoal::ClientOptions d;
-  std::memset(options, 0, sizeof *options);
-  options->struct_size = sizeof *options;
-  options->connect = "tcp://127.0.0.1:7070";
-  options->connect_timeout_ms = d.connect_timeout_ms;
-  options->reconnect_timeout_ms = d.reconnect_timeout_ms;
-  options->max_handshake_failures = d.max_handshake_failures;
+shoal_status shoal_client_options_init(shoal_client_options* options, size_t struct_size) {
+  return Guard([&]() -> shoal_status {
+    if (!options) return Fail(StatusCode::kInvalidArgument, "shoal_client_options_init: options is NULL");
+    SHOAL_RETURN_IF_ERROR_C(CheckSize<shoal_client_options>("shoal_client_options", struct_size, kClientOptionsAbi1));
+    const shoal::ClientOptions d;
+    std::memset(options, 0, struct_size);
+    options->struct_size = struct_size;
+    options->connect = "tcp://127.0.0.1:7070";
+    options->connect_timeout_ms = d.connect_timeout_ms;
+    options->reconnect_timeout_ms = d.reconnect_timeout_ms;
+    options->max_handshake_failures = d.max_handshake_failures;
+    return SHOAL_OK;
+  });
 }
 
 shoal_status shoal_client_create(const shoal_client_options* options, shoal_client** client) {
@@ -308,10 +377,10 @@ shoal_status shoal_client_create(const shoal_client_options* options, shoal_clie
     if (!client) return Fail(StatusCode::kInvalidArgument, "shoal_client_create: client (the out pointer) is NULL");
     *client = nullptr;
     if (!options) return Fail(StatusCode::kInvalidArgument, "shoal_client_create: options is NULL");
-    Status st = CheckSize<shoal_client_options>("shoal_client_options", options->struct_size, sizeof(shoal_client_options));
-    if (!st.ok()) return Fail(st);
+    SHOAL_RETURN_IF_ERROR_C(CheckSize<shoal_client_options>("shoal_client_options", options->struct_size, kClientOptionsAbi1));
     if (options->connect_timeout_ms == 0 || options->reconnect_timeout_ms == 0)
       return Fail(StatusCode::kInvalidArgument, "connect_timeout_ms and reconnect_timeout_ms must be positive");
+    LogRouting();
     auto c = std::make_unique<shoal_client>();
     c->options.connect = Str(options->connect, "tcp://127.0.0.1:7070");
     c->options.name = Str(options->name);
@@ -345,50 +414,50 @@ shoal_status shoal_client_create(const shoal_client_options* options, shoal_clie
 }
 
 shoal_status shoal_client_set_trainer(shoal_client* client, const shoal_trainer* trainer) {
-  if (!client) return Fail(StatusCode::kInvalidArgument, "shoal_client_set_trainer: client is NULL");
-  return Guard([&]() -> shoal_status {
-    if (!trainer) return client->Fail(Status::InvalidArgument("shoal_client_set_trainer: trainer is NULL"));
+  if (!client) return Guard([] { return Fail(StatusCode::kInvalidArgument, "shoal_client_set_trainer: client is NULL"); });
+  return ClientGuard(client, [&]() -> shoal_status {
+    if (!trainer) return Fail(StatusCode::kInvalidArgument, "shoal_client_set_trainer: trainer is NULL");
     if (trainer->version != SHOAL_TRAINER_VERSION)
-      return client->Fail(Status::InvalidArgument("shoal_trainer.version is " + std::to_string(trainer->version) +
-                                                  "; this library (ABI " + std::to_string(SHOAL_ABI_VERSION) +
-                                                  ") knows version " + std::to_string(SHOAL_TRAINER_VERSION)));
+      return Fail(StatusCode::kInvalidArgument, "shoal_trainer.version is " + std::to_string(trainer->version) +
+                                                    "; this library (ABI " + std::to_string(SHOAL_ABI_VERSION) +
+                                                    ") knows version " + std::to_string(SHOAL_TRAINER_VERSION));
     std::string missing;
     if (!trainer->configure) missing += " configure";
     if (!trainer->set_parameters) missing += " set_parameters";
     if (!trainer->get_parameters) missing += " get_parameters";
     if (!trainer->train) missing += " train";
-    if (!missing.empty()) return client->Fail(Status::InvalidArgument("shoal_trainer lacks required callbacks:" + missing));
-    {
-      std::lock_guard<std::mutex> lock(client->mu);
-      if (client->client) return client->Fail(Status::FailedPrecondition("the client has started; set the trainer before running it"));
-    }
+    if (!missing.empty()) return Fail(StatusCode::kInvalidArgument, "shoal_trainer lacks required callbacks:" + missing);
+    if (client->client)
+      return Fail(StatusCode::kFailedPrecondition, "the client has started; set the trainer before running it");
     client->trainer = std::make_unique<CTrainer>(*trainer);
-    return client->Ok();
+    return SHOAL_OK;
   });
 }
 
-void shoal_builtin_options_init(shoal_builtin_options* options) {
-  if (!options) return;
-  std::memset(options, 0, sizeof *options);
-  options->struct_size = sizeof *options;
-  options->dataset = "digits";
-  options->partition_index = 0;
-  options->partition_count = 1;
-  options->partition_scheme = "iid";
-  options->device = "auto";
-  options->precision = "fp32";
+shoal_status shoal_builtin_options_init(shoal_builtin_options* options, size_t struct_size) {
+  return Guard([&]() -> shoal_status {
+    if (!options) return Fail(StatusCode::kInvalidArgument, "shoal_builtin_options_init: options is NULL");
+    SHOAL_RETURN_IF_ERROR_C(CheckSize<shoal_builtin_options>("shoal_builtin_options", struct_size, kBuiltinOptionsAbi1));
+    std::memset(options, 0, struct_size);
+    options->struct_size = struct_size;
+    options->dataset = "digits";
+    options->partition_index = 0;
+    options->partition_count = 1;
+    options->partition_scheme = "iid";
+    options->device = "auto";
+    options->precision = "fp32";
+    return SHOAL_OK;
+  });
 }
 
 shoal_status shoal_client_use_builtin_trainer(shoal_client* client, const shoal_builtin_options* options) {
-  if (!client) return Fail(StatusCode::kInvalidArgument, "shoal_client_use_builtin_trainer: client is NULL");
-  return Guard([&]() -> shoal_status {
-    if (!options) return client->Fail(Status::InvalidArgument("shoal_client_use_builtin_trainer: options is NULL"));
-    Status st = CheckSize<shoal_builtin_options>("shoal_builtin_options", options->struct_size, sizeof(shoal_builtin_options));
-    if (!st.ok()) return client->Fail(st);
-    {
-      std::lock_guard<std::mutex> lock(client->mu);
-      if (client->client) return client->Fail(Status::FailedPrecondition("the client has started; choose the trainer before running it"));
-    }
+  if (!client)
+    return Guard([] { return Fail(StatusCode::kInvalidArgument, "shoal_client_use_builtin_trainer: client is NULL"); });
+  return ClientGuard(client, [&]() -> shoal_status {
+    if (!options) return Fail(StatusCode::kInvalidArgument, "shoal_client_use_builtin_trainer: options is NULL");
+    SHOAL_RETURN_IF_ERROR_C(CheckSize<shoal_builtin_options>("shoal_builtin_options", options->struct_size, kBuiltinOptionsAbi1));
+    if (client->client)
+      return Fail(StatusCode::kFailedPrecondition, "the client has started; choose the trainer before running it");
     shoal::BuiltinTrainerOptions b;
     b.dataset = Str(options->dataset, "digits");
     b.data_dir = Str(options->data_dir);
@@ -398,68 +467,65 @@ shoal_status shoal_client_use_builtin_trainer(shoal_client* client, const shoal_
     b.device = Str(options->device, "auto");
     b.precision = Str(options->precision, "fp32");
     if (b.partition_count == 0 || b.partition_index >= b.partition_count)
-      return client->Fail(Status::InvalidArgument("partition_index " + std::to_string(b.partition_index) +
-                                                  " must be below partition_count " + std::to_string(b.partition_count)));
+      return Fail(StatusCode::kInvalidArgument, "partition_index " + std::to_string(b.partition_index) +
+                                                    " must be below partition_count " + std::to_string(b.partition_count));
     auto trainer = shoal::MakeBuiltinTrainer(b);
-    if (!trainer.ok()) return client->Fail(trainer.status());
+    if (!trainer.ok()) return Fail(trainer.status());
     client->trainer = std::move(*trainer);
-    return client->Ok();
+    return SHOAL_OK;
   });
 }
 
 shoal_status shoal_client_run(shoal_client* client) {
-  if (!client) return Fail(StatusCode::kInvalidArgument, "shoal_client_run: client is NULL");
-  return Guard([&]() -> shoal_status {
-    if (client->over) return client->Fail(Status::FailedPrecondition("this client's run is over; create a new client"));
-    Status st = client->Start();
-    if (!st.ok()) return client->Fail(st);
-    st = client->client->Run();
-    client->over = true;
-    return st.ok() ? client->Ok() : client->Fail(st);
+  if (!client) return Guard([] { return Fail(StatusCode::kInvalidArgument, "shoal_client_run: client is NULL"); });
+  return ClientGuard(client, [&]() -> shoal_status {
+    if (client->over) return Fail(StatusCode::kFailedPrecondition, "this client's run is over; create a new client");
+    SHOAL_RETURN_IF_ERROR_C(client->Start());
+    client->over = true;  // also if Run throws: a client that failed that way is not run again
+    return Result(client->client->Run());
   });
 }
 
 shoal_status shoal_client_step(shoal_client* client, uint32_t timeout_ms, int* finished) {
-  if (finished) *finished = 0;
-  if (!client) return Fail(StatusCode::kInvalidArgument, "shoal_client_step: client is NULL");
-  return Guard([&]() -> shoal_status {
-    Status st = client->Start();
-    if (!st.ok()) return client->Fail(st);
+  if (finished) *finished = 1;  // until the step has run: any failure ends the caller's loop
+  if (!client) return Guard([] { return Fail(StatusCode::kInvalidArgument, "shoal_client_step: client is NULL"); });
+  return ClientGuard(client, [&]() -> shoal_status {
+    SHOAL_RETURN_IF_ERROR_C(client->Start());
     bool done = false;
-    st = client->client->Poll(timeout_ms, &done);
-    if (done) {
-      client->over = true;
-      if (finished) *finished = 1;
-    }
-    return st.ok() ? client->Ok() : client->Fail(st);
+    const Status st = client->client->Poll(timeout_ms, &done);
+    if (done) client->over = true;
+    // Poll fails only with the run's result (done); anything else would be a bug, and ends it.
+    if (finished && st.ok() && !done) *finished = 0;
+    return Result(st);
   });
 }
 
 shoal_status shoal_client_cancel(shoal_client* client) {
-  if (!client) return Fail(StatusCode::kInvalidArgument, "shoal_client_cancel: client is NULL");
-  std::lock_guard<std::mutex> lock(client->mu);
-  client->cancelled = true;
-  if (client->client) client->client->Cancel();
+  if (!client) return Guard([] { return Fail(StatusCode::kInvalidArgument, "shoal_client_cancel: client is NULL"); });
+  // Atomics only: callable from a signal handler. Start() rechecks `cancelled` after it
+  // publishes `running`, so a cancel racing with the start is never lost.
+  client->cancelled.store(true);
+  if (shoal::Client* c = client->running.load()) c->Cancel();
   return SHOAL_OK;
 }
 
 shoal_status shoal_client_get_stats(const shoal_client* client, shoal_client_stats* stats) {
-  if (!client) return Fail(StatusCode::kInvalidArgument, "shoal_client_get_stats: client is NULL");
-  if (!stats) return Fail(StatusCode::kInvalidArgument, "shoal_client_get_stats: stats is NULL");
-  Status st = CheckSize<shoal_client_stats>("shoal_client_stats", stats->struct_size, sizeof(shoal_client_stats));
-  if (!st.ok()) return Fail(st);
-  shoal::Client::Stats s;
-  {
-    std::lock_guard<std::mutex> lock(client->mu);
-    if (client->client) s = client->client->stats();
-  }
-  stats->rounds_trained = s.rounds_trained;
-  stats->bytes_sent = s.bytes_sent;
-  stats->bytes_received = s.bytes_received;
-  stats->reconnects = s.reconnects;
-  stats->errors_received = s.errors_received;
-  stats->resyncs = s.resyncs;
-  return SHOAL_OK;
+  return Guard([&]() -> shoal_status {
+    if (!client) return Fail(StatusCode::kInvalidArgument, "shoal_client_get_stats: client is NULL");
+    if (!stats) return Fail(StatusCode::kInvalidArgument, "shoal_client_get_stats: stats is NULL");
+    SHOAL_RETURN_IF_ERROR_C(CheckSize<shoal_client_stats>("shoal_client_stats", stats->struct_size, kClientStatsAbi1));
+    shoal::Client::Stats s;
+    if (const shoal::Client* c = client->running.load()) s = c->stats();
+    // Every field below is ABI 1, inside kClientStatsAbi1; later fields go only where the
+    // caller's struct_size covers them.
+    stats->rounds_trained = s.rounds_trained;
+    stats->bytes_sent = s.bytes_sent;
+    stats->bytes_received = s.bytes_received;
+    stats->reconnects = s.reconnects;
+    stats->errors_received = s.errors_received;
+    stats->resyncs = s.resyncs;
+    return SHOAL_OK;
+  });
 }
 
 const char* shoal_client_last_error(const shoal_client* client) {
@@ -469,15 +535,10 @@ const char* shoal_client_last_error(const shoal_client* client) {
 
 void shoal_client_destroy(shoal_client* client) {
   if (!client) return;
-  try {
-    {
-      std::lock_guard<std::mutex> lock(client->mu);
-      if (client->client) client->client->Cancel();
-    }
-    delete client;
-  } catch (...) {
-    // Nothing may unwind into C; a failing destructor leaks rather than aborts.
-  }
+  // Cancel (atomics), then delete: the C++ client's destructor stops and joins its training
+  // thread, and the trainer's destroy callback runs. Destructors are noexcept.
+  if (shoal::Client* c = client->running.load()) c->Cancel();
+  delete client;
 }
 
 // ---- datasets ----------------------------------------------------------------------------
@@ -491,6 +552,7 @@ shoal_status shoal_dataset_load(const char* name, const char* data_dir, uint64_t
     if (count == 0 || index >= count)
       return Fail(StatusCode::kInvalidArgument,
                   "part " + std::to_string(index) + " of " + std::to_string(count) + ": index must be below count");
+    LogRouting();
     const std::string dir = data_dir ? std::string(data_dir) : shoal::data::DefaultDataDir();
     auto full = shoal::data::LoadDataset(name, dir);
     if (!full.ok()) return Fail(full.status());

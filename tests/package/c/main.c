@@ -10,7 +10,7 @@ int main(void) {
     return 1;
   }
   shoal_client_options o;
-  shoal_client_options_init(&o);
+  shoal_client_options_init(&o, sizeof o);
   shoal_client* c = NULL;
   if (shoal_client_create(&o, &c) != SHOAL_OK) return 1;
   /* Misuse answered with a status and a message, across the installed library. */
