@@ -42,8 +42,8 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using wire::ErrorCode;
 
-constexpr size_t kLogSteps = 16;
-constexpr int64_t kDepartedMemoryMs = 120000;      // how long a member dropped for silence may come back                    // committed steps whose updates are kept for fetches
+constexpr size_t kLogSteps = 16;                    // committed steps whose updates are kept for fetches
+constexpr int64_t kDepartedMemoryMs = 120000;       // how long a member dropped for silence may come back
 constexpr uint64_t kShuffleTag = 0x7065'6572'2d73'6875ULL;  // "peer-shu"
 constexpr uint64_t kGossipTag = 0x676f'7373'6970'2d6bULL;   // "gossip-k"
 
@@ -1178,10 +1178,10 @@ Status Peer::Run(const std::atomic<bool>& stop) {
     if (syncing_) {
       // Every member asked in turn, and none sent the model (all are syncing themselves, or
       // gone): this peer cannot take part; say so instead of waiting forever.
-      if (MillisSince(sync_progress_) > static_cast<int64_t>(std::max(o_.join_timeout_ms, 4 * swarm_info_.step_timeout_ms)))
+      const uint32_t give_up_ms = std::max(o_.join_timeout_ms, 4 * swarm_info_.step_timeout_ms);
+      if (MillisSince(sync_progress_) > static_cast<int64_t>(give_up_ms))
         return Status::Unavailable("no member sent this peer the model (" + sync_reason_ + ") within " +
-                                   std::to_string(std::max(o_.join_timeout_ms, 4 * swarm_info_.step_timeout_ms) / 1000) +
-                                   " s; are the other peers still running?");
+                                   std::to_string(give_up_ms / 1000) + " s; are the other peers still running?");
       RequestState();
       if (MillisSince(sync_started_) > 2 * static_cast<int64_t>(swarm_info_.step_timeout_ms)) {
         // No answer (the member may be syncing itself, or gone): ask the next member in order.

@@ -156,12 +156,6 @@ StatusOr<std::vector<std::pair<std::string, std::string>>> DecodeCommit(const wi
 
 std::vector<uint8_t> SignedUpdateBytes(uint64_t swarm, uint64_t step, const std::string& author,
                                        const std::string& base_hash, uint64_t num_examples,
-                                       std::span<const uint8_t> payload) {
-  return SignedUpdateBytes(swarm, step, author, base_hash, num_examples, crypto::Hash256(payload));
-}
-
-std::vector<uint8_t> SignedUpdateBytes(uint64_t swarm, uint64_t step, const std::string& author,
-                                       const std::string& base_hash, uint64_t num_examples,
                                        const std::array<uint8_t, 32>& digest) {
   static constexpr char kTag[] = "shoal-peer-update-v1";
   std::vector<uint8_t> out(kTag, kTag + sizeof kTag);  // the terminating 0 separates the tag

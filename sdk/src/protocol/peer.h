@@ -58,12 +58,8 @@ StatusOr<std::vector<std::pair<std::string, std::string>>> DecodeCommit(const wi
 
 // The bytes a PeerUpdate's signature covers: a domain tag, the swarm id and step (so an update
 // cannot be replayed into another swarm or step), the author, the base hash, the weight and the
-// BLAKE2b-256 of the whole (reassembled) payload.
-std::vector<uint8_t> SignedUpdateBytes(uint64_t swarm, uint64_t step, const std::string& author,
-                                       const std::string& base_hash, uint64_t num_examples,
-                                       std::span<const uint8_t> payload);
-// The same with the payload's BLAKE2b-256 already computed (it is also the payload hash a
-// Commit lists, so each payload is hashed once).
+// BLAKE2b-256 of the whole (reassembled) payload, crypto::Hash256(payload): the caller computes
+// it once, as it is also the payload hash a Commit lists.
 std::vector<uint8_t> SignedUpdateBytes(uint64_t swarm, uint64_t step, const std::string& author,
                                        const std::string& base_hash, uint64_t num_examples,
                                        const std::array<uint8_t, 32>& payload_digest);
