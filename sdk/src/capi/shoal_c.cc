@@ -262,16 +262,10 @@ shoal_status Guard(F&& body) {
   }
 }
 
-// Guard for a call on a client: a failure's message also becomes the client's last error.
-template <typename F>
-shoal_status ClientGuard(shoal_client* client, F&& body);
-
 }  // namespace
 
 struct shoal_client {
   shoal::ClientOptions options;
-  shoal_event_fn on_event = nullptr;
-  void* event_user = nullptr;
   std::unique_ptr<shoal::Trainer> trainer;  // until the run starts; then owned by `client`
   // Created at the first run/step by the thread that runs the client. `running` publishes it
   // to shoal_client_cancel/get_stats on other threads (lock-free: cancel is signal-safe).
@@ -296,8 +290,15 @@ static_assert(std::atomic<shoal::Client*>::is_always_lock_free && std::atomic<bo
               "shoal_client_cancel must stay async-signal-safe");
 
 namespace {
+shoal_status NullClient(const char* function) {
+  return Guard([&] { return Fail(StatusCode::kInvalidArgument, std::string(function) + ": client is NULL"); });
+}
+
+// Guard for a call on a client (`function`, for the message when `client` is NULL): a
+// failure's message also becomes the client's last error.
 template <typename F>
-shoal_status ClientGuard(shoal_client* client, F&& body) {
+shoal_status ClientGuard(const char* function, shoal_client* client, F&& body) {
+  if (!client) return NullClient(function);
   const shoal_status status = Guard(std::forward<F>(body));
   try {
     if (status == SHOAL_OK)
@@ -391,10 +392,7 @@ shoal_status shoal_client_create(const shoal_client_options* options, shoal_clie
     c->options.reconnect_timeout_ms = options->reconnect_timeout_ms;
     c->options.max_handshake_failures = options->max_handshake_failures;
     if (options->on_event) {
-      c->on_event = options->on_event;
-      c->event_user = options->event_user;
-      shoal_client* raw = c.get();
-      c->options.on_event = [raw](const shoal::ClientEvent& e) {
+      c->options.on_event = [fn = options->on_event, user = options->event_user](const shoal::ClientEvent& e) {
         shoal_event ce{};
         ce.struct_size = sizeof ce;
         ce.kind = static_cast<int>(e.kind);
@@ -405,7 +403,7 @@ shoal_status shoal_client_create(const shoal_client_options* options, shoal_clie
         ce.bytes_received = e.bytes_received;
         ce.seconds = e.seconds;
         ce.message = e.message.c_str();
-        raw->on_event(raw->event_user, &ce);
+        fn(user, &ce);
       };
     }
     *client = c.release();
@@ -414,8 +412,7 @@ shoal_status shoal_client_create(const shoal_client_options* options, shoal_clie
 }
 
 shoal_status shoal_client_set_trainer(shoal_client* client, const shoal_trainer* trainer) {
-  if (!client) return Guard([] { return Fail(StatusCode::kInvalidArgument, "shoal_client_set_trainer: client is NULL"); });
-  return ClientGuard(client, [&]() -> shoal_status {
+  return ClientGuard("shoal_client_set_trainer", client, [&]() -> shoal_status {
     if (!trainer) return Fail(StatusCode::kInvalidArgument, "shoal_client_set_trainer: trainer is NULL");
     if (trainer->version != SHOAL_TRAINER_VERSION)
       return Fail(StatusCode::kInvalidArgument, "shoal_trainer.version is " + std::to_string(trainer->version) +
@@ -451,9 +448,7 @@ shoal_status shoal_builtin_options_init(shoal_builtin_options* options, size_t s
 }
 
 shoal_status shoal_client_use_builtin_trainer(shoal_client* client, const shoal_builtin_options* options) {
-  if (!client)
-    return Guard([] { return Fail(StatusCode::kInvalidArgument, "shoal_client_use_builtin_trainer: client is NULL"); });
-  return ClientGuard(client, [&]() -> shoal_status {
+  return ClientGuard("shoal_client_use_builtin_trainer", client, [&]() -> shoal_status {
     if (!options) return Fail(StatusCode::kInvalidArgument, "shoal_client_use_builtin_trainer: options is NULL");
     SHOAL_RETURN_IF_ERROR_C(CheckSize<shoal_builtin_options>("shoal_builtin_options", options->struct_size, kBuiltinOptionsAbi1));
     if (client->client)
@@ -477,8 +472,7 @@ shoal_status shoal_client_use_builtin_trainer(shoal_client* client, const shoal_
 }
 
 shoal_status shoal_client_run(shoal_client* client) {
-  if (!client) return Guard([] { return Fail(StatusCode::kInvalidArgument, "shoal_client_run: client is NULL"); });
-  return ClientGuard(client, [&]() -> shoal_status {
+  return ClientGuard("shoal_client_run", client, [&]() -> shoal_status {
     if (client->over) return Fail(StatusCode::kFailedPrecondition, "this client's run is over; create a new client");
     SHOAL_RETURN_IF_ERROR_C(client->Start());
     client->over = true;  // also if Run throws: a client that failed that way is not run again
@@ -488,8 +482,7 @@ shoal_status shoal_client_run(shoal_client* client) {
 
 shoal_status shoal_client_step(shoal_client* client, uint32_t timeout_ms, int* finished) {
   if (finished) *finished = 1;  // until the step has run: any failure ends the caller's loop
-  if (!client) return Guard([] { return Fail(StatusCode::kInvalidArgument, "shoal_client_step: client is NULL"); });
-  return ClientGuard(client, [&]() -> shoal_status {
+  return ClientGuard("shoal_client_step", client, [&]() -> shoal_status {
     SHOAL_RETURN_IF_ERROR_C(client->Start());
     bool done = false;
     const Status st = client->client->Poll(timeout_ms, &done);
@@ -501,7 +494,7 @@ shoal_status shoal_client_step(shoal_client* client, uint32_t timeout_ms, int* f
 }
 
 shoal_status shoal_client_cancel(shoal_client* client) {
-  if (!client) return Guard([] { return Fail(StatusCode::kInvalidArgument, "shoal_client_cancel: client is NULL"); });
+  if (!client) return NullClient("shoal_client_cancel");
   // Atomics only: callable from a signal handler. Start() rechecks `cancelled` after it
   // publishes `running`, so a cancel racing with the start is never lost.
   client->cancelled.store(true);
@@ -510,8 +503,8 @@ shoal_status shoal_client_cancel(shoal_client* client) {
 }
 
 shoal_status shoal_client_get_stats(const shoal_client* client, shoal_client_stats* stats) {
+  if (!client) return NullClient("shoal_client_get_stats");
   return Guard([&]() -> shoal_status {
-    if (!client) return Fail(StatusCode::kInvalidArgument, "shoal_client_get_stats: client is NULL");
     if (!stats) return Fail(StatusCode::kInvalidArgument, "shoal_client_get_stats: stats is NULL");
     SHOAL_RETURN_IF_ERROR_C(CheckSize<shoal_client_stats>("shoal_client_stats", stats->struct_size, kClientStatsAbi1));
     shoal::Client::Stats s;
