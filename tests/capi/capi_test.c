@@ -636,8 +636,7 @@ static void test_failing_callbacks(void) {
   }
 }
 
-/* Cancel from another thread while train() runs: train sees shoal_train_cancelled, run
- * returns SHOAL_CANCELLED promptly. */
+/* A train() that runs until it sees shoal_train_cancelled (at most 30 s). */
 typedef struct slow {
   atomic_int training, saw_cancel;
 } slow;
@@ -653,13 +652,28 @@ static int slow_train(void* u, const shoal_round* r, shoal_train_context* x, uin
   snprintf(e, n, "stopped");
   return SHOAL_CANCELLED;
 }
+/* How a run is cancelled once train() is running: shoal_client_cancel on another thread, or
+ * from a signal handler on the thread blocked in shoal_client_run (a SIGINT handler's way). */
+typedef enum { CANCEL_FROM_THREAD, CANCEL_FROM_SIGNAL } cancel_route;
 typedef struct canceller {
   shoal_client* client;
   slow* s;
+  cancel_route route;
+  pthread_t runner;
 } canceller;
+static _Atomic(shoal_client*) g_signal_client = NULL;
+static void cancel_on_signal(int sig) {
+  (void)sig;
+  shoal_client* c = atomic_load(&g_signal_client);
+  if (c) shoal_client_cancel(c); /* async-signal-safe */
+}
 static void* cancel_when_training(void* arg) {
   canceller* k = (canceller*)arg;
   for (int i = 0; i < 3000 && !k->s->training; ++i) sleep_ms(10);
+  if (k->route == CANCEL_FROM_SIGNAL) {
+    pthread_kill(k->runner, SIGUSR1);
+    return NULL;
+  }
   shoal_client_stats st;
   st.struct_size = sizeof st;
   CHECK_STATUS(shoal_client_get_stats(k->client, &st), SHOAL_OK); /* thread-safe while running */
@@ -667,26 +681,11 @@ static void* cancel_when_training(void* arg) {
   return NULL;
 }
 
-static _Atomic(shoal_client*) g_signal_client = NULL;
-static void cancel_on_signal(int sig) {
-  (void)sig;
-  shoal_client* c = atomic_load(&g_signal_client);
-  if (c) shoal_client_cancel(c); /* async-signal-safe */
-}
-typedef struct signaller {
-  pthread_t target;
-  slow* s;
-} signaller;
-static void* signal_when_training(void* arg) {
-  signaller* g = (signaller*)arg;
-  for (int i = 0; i < 3000 && !g->s->training; ++i) sleep_ms(10);
-  pthread_kill(g->target, SIGUSR1);
-  return NULL;
-}
-
-static void test_cancel(void) {
-  aggregator a = start_aggregator("cancel", "linear", 1, 1, "60");
-  shoal_client* c = new_client(a.endpoint, "capi-cancel");
+/* A client whose train() runs until cancelled, cancelled by `route`: train sees
+ * shoal_train_cancelled, run returns SHOAL_CANCELLED promptly. */
+static void run_until_cancelled(const char* label, cancel_route route) {
+  aggregator a = start_aggregator(label, "linear", 1, 1, "60");
+  shoal_client* c = new_client(a.endpoint, label);
   slow s;
   atomic_init(&s.training, 0);
   atomic_init(&s.saw_cancel, 0);
@@ -695,49 +694,38 @@ static void test_cancel(void) {
   t.train = slow_train;
   t.destroy = NULL;
   CHECK_STATUS(shoal_client_set_trainer(c, &t), SHOAL_OK);
-  canceller k = {c, &s};
+  struct sigaction sa, old;
+  if (route == CANCEL_FROM_SIGNAL) {
+    atomic_store(&g_signal_client, c);
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = cancel_on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGUSR1, &sa, &old);
+  }
+  canceller k = {c, &s, route, pthread_self()};
   pthread_t th;
   pthread_create(&th, NULL, cancel_when_training, &k);
   const time_t started = time(NULL);
   CHECK_STATUS(shoal_client_run(c), SHOAL_CANCELLED);
   pthread_join(th, NULL);
+  if (route == CANCEL_FROM_SIGNAL) {
+    sigaction(SIGUSR1, &old, NULL);
+    atomic_store(&g_signal_client, NULL);
+  }
   CHECK(s.training && s.saw_cancel);
   CHECK(time(NULL) - started < 20);
   shoal_client_destroy(c);
   stop_aggregator(&a);
+}
 
-  /* Cancelled from a signal handler (SIGINT-style) on the thread blocked in run. */
-  a = start_aggregator("cancel-signal", "linear", 1, 1, "60");
-  c = new_client(a.endpoint, "capi-cancel-signal");
-  atomic_store(&s.training, 0);
-  atomic_store(&s.saw_cancel, 0);
-  t = dummy_trainer();
-  t.user = &s;
-  t.train = slow_train;
-  t.destroy = NULL;
-  CHECK_STATUS(shoal_client_set_trainer(c, &t), SHOAL_OK);
-  atomic_store(&g_signal_client, c);
-  struct sigaction sa, old;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = cancel_on_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
-  sigaction(SIGUSR1, &sa, &old);
-  signaller sg = {pthread_self(), &s};
-  pthread_create(&th, NULL, signal_when_training, &sg);
-  const time_t signalled = time(NULL);
-  CHECK_STATUS(shoal_client_run(c), SHOAL_CANCELLED);
-  pthread_join(th, NULL);
-  sigaction(SIGUSR1, &old, NULL);
-  atomic_store(&g_signal_client, NULL);
-  CHECK(s.training && s.saw_cancel);
-  CHECK(time(NULL) - signalled < 20);
-  shoal_client_destroy(c);
-  stop_aggregator(&a);
+static void test_cancel(void) {
+  run_until_cancelled("capi-cancel", CANCEL_FROM_THREAD);
+  run_until_cancelled("capi-cancel-signal", CANCEL_FROM_SIGNAL);
 
   /* Cancelled before it starts: the run returns at once. */
-  c = new_client("tcp://127.0.0.1:9", "capi-cancel-early");
-  t = dummy_trainer();
+  shoal_client* c = new_client("tcp://127.0.0.1:9", "capi-cancel-early");
+  shoal_trainer t = dummy_trainer();
   t.destroy = NULL;
   CHECK_STATUS(shoal_client_set_trainer(c, &t), SHOAL_OK);
   CHECK_STATUS(shoal_client_cancel(c), SHOAL_OK);

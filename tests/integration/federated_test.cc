@@ -263,30 +263,27 @@ TEST(Federated, EmbeddedPythonApplicationStopsOnCtrlC) {
   EXPECT_EQ(agg.Wait(seconds(10)), 0);
 }
 
-// The C application refuses a model it cannot train: the configure callback's reason reaches
-// the user and the exit code is 1.
-TEST(Federated, EmbeddedCApplicationRefusesAForeignModel) {
-  const std::string dir = TempDir("embed-c-refuse");
+// An embedding application (`binary`) given a task whose model it cannot train (the
+// aggregator's default MLP): exit code 1, and stderr says why, including each of `reasons`.
+void ExpectForeignModelRefused(const std::string& binary, const std::vector<std::string>& reasons) {
+  const std::string dir = TempDir(binary + "-refuse");
   const int port = FreePort();
   Process agg("shoal-aggregator", AggregatorArgs(port, 1, 1, dir + "/run.jsonl"), dir + "/agg");
-  Process app("embed_logreg_c", {"--connect", Endpoint(port), "--partition", "0/1"}, dir + "/app");
+  Process app(binary, {"--connect", Endpoint(port), "--partition", "0/1"}, dir + "/app");
   EXPECT_EQ(app.Wait(seconds(30)), 1);
-  EXPECT_NE(app.Stderr().find("configure callback failed"), std::string::npos) << app.Stderr();
-  EXPECT_NE(app.Stderr().find("--model linear"), std::string::npos) << app.Stderr();
+  for (const auto& reason : reasons) EXPECT_NE(app.Stderr().find(reason), std::string::npos) << app.Stderr();
   agg.Signal(SIGTERM);
   EXPECT_EQ(agg.Wait(seconds(10)), 0);
 }
 
-// The same application refuses a task whose model it cannot train, with a clear message.
+// The C application: the configure callback's reason reaches the user.
+TEST(Federated, EmbeddedCApplicationRefusesAForeignModel) {
+  ExpectForeignModelRefused("embed_logreg_c", {"configure callback failed", "--model linear"});
+}
+
+// The C++ application, through shoal::Trainer.
 TEST(Federated, EmbeddedApplicationRefusesAForeignModel) {
-  const std::string dir = TempDir("embed-refuse");
-  const int port = FreePort();
-  Process agg("shoal-aggregator", AggregatorArgs(port, 1, 1, dir + "/run.jsonl"), dir + "/agg");
-  Process app("embed_logreg", {"--connect", Endpoint(port), "--partition", "0/1"}, dir + "/app");
-  EXPECT_EQ(app.Wait(seconds(30)), 1);
-  EXPECT_NE(app.Stderr().find("--model linear"), std::string::npos) << app.Stderr();
-  agg.Signal(SIGTERM);
-  EXPECT_EQ(agg.Wait(seconds(10)), 0);
+  ExpectForeignModelRefused("embed_logreg", {"--model linear"});
 }
 
 }  // namespace

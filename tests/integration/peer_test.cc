@@ -71,6 +71,14 @@ struct Swarm {
                                               kOneThread));
     return *peers.back();
   }
+  // Peer 0 founds the swarm; once it has, peers 1..count-1 join through it (each of `parts`).
+  // False if peer 0 did not found it within 30 s.
+  bool Found(int count, int parts, const std::vector<std::string>& task) {
+    Process& founder = Start(0, parts, task);
+    if (!WaitFor([&] { return founder.Stderr().find("founded swarm") != std::string::npos; }, seconds(30))) return false;
+    for (int i = 1; i < count; ++i) Start(i, parts, task);
+    return true;
+  }
 };
 
 std::vector<std::string> DigitsTask(int steps, int min_peers, const std::string& lr) {
@@ -134,10 +142,8 @@ TEST(Peers, SurviveAKilledLeaderAndCatchUpALateJoiner) {
   Swarm swarm(dir, 3, /*secure=*/true);
   auto task = DigitsTask(0, 3, "0.1");  // until stopped
   SetFlag(task, "--model", "mlp:256");  // steps of a few ms: the run is long enough to watch
-  Process& p0 = swarm.Start(0, 4, task);
-  ASSERT_TRUE(WaitFor([&] { return p0.Stderr().find("founded swarm") != std::string::npos; }, seconds(30)));
-  Process& p1 = swarm.Start(1, 4, task);
-  Process& p2 = swarm.Start(2, 4, task);
+  ASSERT_TRUE(swarm.Found(3, 4, task));
+  Process &p0 = *swarm.peers[0], &p1 = *swarm.peers[1], &p2 = *swarm.peers[2];
   ASSERT_TRUE(WaitFor([&] { return Steps(swarm.Metrics(1)).size() >= 50; }, seconds(60))) << p1.Stderr();
   p0.Signal(SIGKILL);
   EXPECT_EQ(p0.Wait(seconds(5)), 128 + SIGKILL);
@@ -173,10 +179,8 @@ TEST(Peers, APausedMemberIsReadmittedAndCatchesUp) {
   Swarm swarm(dir, 3, /*secure=*/true);
   auto task = DigitsTask(0, 3, "0.1");
   SetFlag(task, "--model", "mlp:256");
-  Process& p0 = swarm.Start(0, 3, task);
-  ASSERT_TRUE(WaitFor([&] { return p0.Stderr().find("founded swarm") != std::string::npos; }, seconds(30)));
-  Process& p1 = swarm.Start(1, 3, task);
-  Process& p2 = swarm.Start(2, 3, task);
+  ASSERT_TRUE(swarm.Found(3, 3, task));
+  Process &p0 = *swarm.peers[0], &p1 = *swarm.peers[1], &p2 = *swarm.peers[2];
   ASSERT_TRUE(WaitFor([&] { return Steps(swarm.Metrics(2)).size() >= 30; }, seconds(60))) << p2.Stderr();
   p2.Signal(SIGSTOP);
   const uint64_t paused_at = Steps(swarm.Metrics(0)).rbegin()->first;
@@ -265,10 +269,7 @@ TEST(Peers, UnlistedPeersAreRefusedAndForgedUpdatesRejected) {
   const std::string dir = TempDir("peers-forged");
   Swarm swarm(dir, 3, /*secure=*/true);
   const auto task = DigitsTask(400, 3, "0.1");
-  Process& p0 = swarm.Start(0, 3, task);
-  ASSERT_TRUE(WaitFor([&] { return p0.Stderr().find("founded swarm") != std::string::npos; }, seconds(30)));
-  swarm.Start(1, 3, task);
-  swarm.Start(2, 3, task);
+  ASSERT_TRUE(swarm.Found(3, 3, task));
 
   // A peer whose key is not on the allow-list: refused at the CURVE handshake, a clear error.
   Process stranger("shoal-peer", swarm.Args(3, 4, task, 0, "stranger"), dir + "/stranger", kOneThread);
