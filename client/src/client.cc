@@ -103,7 +103,6 @@ class Client::Impl {
   // The loop (Start, then Iterate until it returns the run's result).
   Status Start();
   std::optional<Status> Iterate(milliseconds max_wait);
-  bool started_ = false;
   std::optional<Status> result_;
   uint64_t num_examples_ = 0;
   Clock::time_point give_up_at_;
@@ -243,10 +242,7 @@ void Client::Impl::Unregister(const std::string& why) {
 }
 
 Status Client::Impl::FinishTraining() {
-  {
-    std::unique_lock<std::mutex> lock(work_mu_);  // train_done_ is set: this does not wait
-    work_cv_.wait(lock, [this] { return train_done_.load(); });
-  }
+  // Called once train_done_ is seen: the worker wrote train_status_/train_result_ before it.
   training_ = false;
   train_done_ = false;
   const uint64_t round = training_round_;
@@ -547,8 +543,7 @@ Status Client::Impl::Run() {
 
 Status Client::Impl::Poll(milliseconds timeout, bool* finished) {
   *finished = false;
-  if (!result_ && !started_) {
-    started_ = true;
+  if (!result_ && !channel_) {  // the first call (Start sets channel_, or the result)
     Status st = Start();
     if (!st.ok()) result_ = st;
   }
