@@ -14,12 +14,12 @@ N=4
 UP="${UP:-10mbit}"
 DOWN="${DOWN:-100mbit}"
 mkdir -p "$OUT"
-KEYS="$(mktemp -d)"
+KEYS=""
 cleanup() {
   pkill -f "shoal-peer --listen tcp://10.77.0." 2>/dev/null || true
   for ((i = 0; i < N; i++)); do ip netns del "shoalb-p$i" 2>/dev/null || true; done
   ip netns del shoalb-hub 2>/dev/null || true
-  rm -rf "$KEYS"
+  [ -z "$KEYS" ] || rm -rf "$KEYS"
 }
 trap cleanup EXIT
 cleanup
