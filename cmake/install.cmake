@@ -10,6 +10,10 @@ install(TARGETS shoal shoal_shared EXPORT shoalTargets
 install(DIRECTORY sdk/include/shoal DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
 install(FILES ${CMAKE_BINARY_DIR}/generated/shoal/config.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/shoal)
 install(TARGETS shoal-aggregator shoal-client shoal-peer shoal-keygen RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The CUDA backend module, beside libshoal, where backend/registry.cc looks for it.
+if(SHOAL_HAVE_CUDA)
+  install(TARGETS shoal-cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 
 set(SHOAL_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/shoal)
 install(EXPORT shoalTargets NAMESPACE shoal:: DESTINATION ${SHOAL_CMAKE_DIR})
@@ -21,10 +25,7 @@ install(FILES ${CMAKE_BINARY_DIR}/shoalConfig.cmake ${CMAKE_BINARY_DIR}/shoalCon
 
 # pkg-config: `pkg-config --cflags --libs shoal` links libshoal.so (the C ABI);
 # `--static` adds what libshoal.a needs.
-set(SHOAL_PC_LIBS_PRIVATE "-lzmq -lsodium -lopenblas -lzstd -lspdlog -lfmt -lz -lpthread")
-if(SHOAL_HAVE_CUDA)
-  string(APPEND SHOAL_PC_LIBS_PRIVATE " -L${CUDAToolkit_LIBRARY_DIR} -lcublas -lcublasLt -lcudart_static -ldl -lrt")
-endif()
+set(SHOAL_PC_LIBS_PRIVATE "-lzmq -lsodium -lopenblas -lzstd -lspdlog -lfmt -lz -lpthread -ldl")
 # Relocatable: the prefix is found from the .pc file's own place (whatever --prefix says).
 string(REGEX REPLACE "[^/]+" ".." SHOAL_PC_UP "${CMAKE_INSTALL_LIBDIR}/pkgconfig")
 configure_file(cmake/shoal.pc.in ${CMAKE_BINARY_DIR}/shoal.pc @ONLY)

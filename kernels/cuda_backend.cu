@@ -107,6 +107,7 @@ class CudaBackend final : public Backend {
   }
 
   std::string name() const override { return name_; }
+  void* native_queue() override { return stream_; }
   cudaStream_t stream() const { return stream_; }
   const CachingAllocator& allocator() const { return alloc_; }
 
@@ -314,10 +315,7 @@ StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(int index) {
   return std::unique_ptr<Backend>(std::move(backend));
 }
 
-void* StreamOf(Backend* backend) {
-  auto* cuda = dynamic_cast<CudaBackend*>(backend);
-  return cuda ? static_cast<void*>(cuda->stream()) : nullptr;
-}
+void* StreamOf(Backend* backend) { return backend->native_queue(); }
 
 MemoryStats MemoryStatsOf(Backend* backend) {
   auto* cuda = dynamic_cast<CudaBackend*>(backend);
@@ -327,8 +325,3 @@ MemoryStats MemoryStatsOf(Backend* backend) {
 }
 
 }  // namespace shoal::cuda
-
-namespace shoal {
-// The hook backend/registry.cc calls (declared there when SHOAL_HAVE_CUDA).
-StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(int device) { return cuda::MakeCudaBackend(device); }
-}  // namespace shoal

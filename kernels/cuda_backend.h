@@ -1,8 +1,9 @@
 // The CUDA backend (DESIGN.md §3, §7): the Backend interface on one NVIDIA GPU, with cuBLAS
-// for GEMM and one kernel file per op. Host code elsewhere in Shoal only sees this header and
-// backend.h, never a CUDA header. Built only when SHOAL_HAVE_CUDA; the binaries link the CUDA
-// runtime statically and cuBLAS, never the driver library, so they start on machines without
-// a GPU driver, where DeviceCount() reports why no device is usable.
+// for GEMM and one kernel file per op. Built only when SHOAL_HAVE_CUDA, into the module
+// libshoal-cuda.so (module.cc; loaded on demand by backend/registry.cc) and into the GPU tests
+// and benchmarks, which call kernels directly. It links the CUDA runtime statically and
+// cuBLAS, never the driver library; DeviceCount() reports why no device is usable. Nothing
+// outside kernels/ but those tests and benchmarks includes this header.
 #pragma once
 
 #include <memory>
@@ -23,7 +24,8 @@ StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(int index);
 // The cudaStream_t (as void*) all of a CUDA backend's work runs on; nullptr for other backends.
 void* StreamOf(Backend* backend);
 
-// Allocator figures of a CUDA backend (zeros for other backends).
+// Allocator figures of a CUDA backend made by this copy of the kernels (cuda::MakeCudaBackend,
+// as GPU tests and benchmarks link them); zeros for others, including backends the module made.
 struct MemoryStats {
   size_t in_use_bytes = 0, cached_bytes = 0, peak_bytes = 0;
   uint64_t reused = 0, device_allocs = 0;

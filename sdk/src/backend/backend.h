@@ -1,6 +1,6 @@
 // Backend: the primitive ops every model, optimizer and (later) codec is built from (ggml style).
-// The CPU backend is the reference and always built; the CUDA backend in kernels/ registers
-// itself when compiled and a device is present. All matrices are row-major and densely packed.
+// The CPU backend is the reference and always built; the CUDA backend is a module built from
+// kernels/ (libshoal-cuda.so) that MakeBackend loads on demand (backend/module.h). All matrices are row-major and densely packed.
 // Pointers are in the backend's memory space (host memory for the CPU backend).
 #pragma once
 
@@ -27,6 +27,10 @@ class Backend {
   virtual void CopyOnDevice(void* dst, const void* src, size_t bytes) = 0;
   // Blocks until all queued work is done (no-op on the CPU).
   virtual void Synchronize() {}
+  // The queue the backend's work runs on, for kernels outside the interface (the CUDA
+  // backend's cudaStream_t; nullptr for the CPU). Works across the module boundary, where
+  // RTTI does not (backend/module.h).
+  virtual void* native_queue() { return nullptr; }
 
   // Linear algebra -----------------------------------------------------------------------
   // C[m,n] = alpha * op(A) * op(B) + beta * C, op(A) is [m,k], op(B) is [k,n].
@@ -95,9 +99,10 @@ class Backend {
 // The CPU reference backend (OpenBLAS for GEMM). Never fails to construct.
 std::unique_ptr<Backend> MakeCpuBackend();
 
-// "auto" | "cpu" | "cuda" | "cuda:N". auto picks CUDA when built in and a device is usable,
-// else the CPU, and logs which. "cuda" without a usable device is an Unavailable error that
-// names the reason.
+// "auto" | "cpu" | "cuda" | "cuda:N". auto picks CUDA when an NVIDIA driver is present, the
+// CUDA module loads and a device is usable, else the CPU, and logs which. "cuda" without a
+// usable device is an Unavailable error that names the reason (no driver, module missing or
+// from another build, no device).
 StatusOr<std::unique_ptr<Backend>> MakeBackend(const std::string& device);
 
 // An array in a backend's memory: RAII and move-only (cppzmq style).
