@@ -8,7 +8,7 @@
 
 #include "core/cli.h"
 #include "core/cli_options.h"
-#include "service.h"
+#include "runtime/server/service.h"
 #include "shoal/config.h"
 
 namespace po = boost::program_options;

@@ -1,4 +1,4 @@
-// The "demo" strategy (aggregator/strategies/demo.cc): example-weighted mean of the clients'
+// The "demo" strategy (aggregate/strategies/demo.cc): example-weighted mean of the clients'
 // deltas (-Q, the extracted DeMo momentum), then lr * server_lr * sign(mean), sign(0) = 0.
 // And DeMo end to end: two built-in trainers with the "demo" optimizer and this strategy.
 #include <gtest/gtest.h>
@@ -15,7 +15,7 @@
 #include "core/rng.h"
 #include "nn/model.h"
 #include "shoal/trainer.h"
-#include "strategy.h"
+#include "aggregate/strategy.h"
 
 namespace shoal::aggregator {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "core/rng.h"
-#include "strategy.h"
+#include "aggregate/strategy.h"
 
 namespace shoal::aggregator {
 namespace {

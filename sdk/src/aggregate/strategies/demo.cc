@@ -9,7 +9,7 @@
 // (or FedAvg with DeMo clients) is a configuration error the strategy cannot detect.
 #include <memory>
 
-#include "strategies/fedavg.h"
+#include "aggregate/strategies/fedavg.h"
 
 namespace shoal::aggregator {
 namespace {

@@ -3,7 +3,7 @@
 // strategies that only change the round configuration (FedProx) derive from it.
 #pragma once
 
-#include "strategy.h"
+#include "aggregate/strategy.h"
 
 namespace shoal::aggregator {
 

@@ -3,7 +3,7 @@
 // to send mu with every round's configuration.
 #include <memory>
 
-#include "strategies/fedavg.h"
+#include "aggregate/strategies/fedavg.h"
 
 namespace shoal::aggregator {
 namespace {

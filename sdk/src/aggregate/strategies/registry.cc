@@ -1,6 +1,6 @@
 #include <cmath>
 
-#include "strategy.h"
+#include "aggregate/strategy.h"
 
 namespace shoal::aggregator {
 

@@ -10,7 +10,7 @@
 
 #include "shoal/status.h"
 #include "shoal/trainer.h"
-#include "strategy.h"
+#include "aggregate/strategy.h"
 
 namespace shoal::aggregator {
 

@@ -1,4 +1,4 @@
-#include "strategies/fedavg.h"
+#include "aggregate/strategies/fedavg.h"
 
 #include <memory>
 

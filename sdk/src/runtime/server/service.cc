@@ -1,4 +1,4 @@
-#include "service.h"
+#include "runtime/server/service.h"
 
 #include <spdlog/spdlog.h>
 

@@ -1,5 +1,5 @@
 // Strategy (Flower style): how the aggregator configures a round and combines the results.
-// One strategy per file under aggregator/strategies/. Cross-cutting features (DP, secure
+// One strategy per file under aggregate/strategies/. Cross-cutting features (DP, secure
 // aggregation) wrap a strategy instead of living inside each one.
 #pragma once
 
