@@ -1,0 +1,171 @@
+#include "aggregate/exact_sum.h"
+
+#include <bit>
+#include <cmath>
+#include <string>
+
+namespace shoal::aggregate {
+namespace {
+
+using u128 = UInt128;
+constexpr int kWideUnit = -149;  // exponent of the wide form's least significant bit
+constexpr int kWideBits = 384;
+
+// Bits needed for |v| (0 for 0).
+int BitLength(u128 v) {
+  const auto hi = static_cast<uint64_t>(v >> 64);
+  return hi ? 128 - std::countl_zero(hi) : 64 - std::countl_zero(static_cast<uint64_t>(v));
+}
+u128 Magnitude(Int128 v) { return v < 0 ? -static_cast<u128>(v) : static_cast<u128>(v); }
+
+// Nearest double (ties to even) to  mag * 2^exp  for mag < 2^128: keep the top 64 bits and fold
+// every dropped bit into the lowest kept one (a sticky bit), so the one rounding, in the
+// uint64 -> double conversion, is correct. Exact for exp >= -1074 - 64, which holds here.
+double RoundToDouble(u128 mag, int exp) {
+  const int len = BitLength(mag);
+  if (len > 64) {
+    const int drop = len - 64;
+    const bool sticky = (mag & ((u128{1} << drop) - 1)) != 0;
+    mag = (mag >> drop) | static_cast<u128>(sticky);
+    exp += drop;
+  }
+  return std::ldexp(static_cast<double>(static_cast<uint64_t>(mag)), exp);
+}
+
+// v * 2^shift (v signed, 0 <= shift, result fits in 384 bits) in two's complement.
+std::array<uint64_t, 6> ToWide(Int128 v, int shift) {
+  std::array<uint64_t, 6> w{};
+  const uint64_t fill = v < 0 ? ~uint64_t{0} : 0;
+  // v sign-extended into 3 limbs, then shifted by whole limbs and bits.
+  const uint64_t src[3] = {static_cast<uint64_t>(v), static_cast<uint64_t>(static_cast<u128>(v) >> 64), fill};
+  const int limbs = shift / 64, bits = shift % 64;
+  for (int i = 0; i < 6; ++i) {
+    const int j = i - limbs;  // source limb landing here
+    const uint64_t cur = j < 0 ? 0 : (j < 3 ? src[j] : fill);
+    const uint64_t below = j - 1 < 0 ? 0 : (j - 1 < 3 ? src[j - 1] : fill);
+    w[i] = bits ? (cur << bits) | (below >> (64 - bits)) : cur;
+  }
+  return w;
+}
+
+void AddWide(std::array<uint64_t, 6>& acc, const std::array<uint64_t, 6>& x) {
+  unsigned char carry = 0;
+  for (int i = 0; i < 6; ++i) {
+    const u128 s = static_cast<u128>(acc[i]) + x[i] + carry;
+    acc[i] = static_cast<uint64_t>(s);
+    carry = static_cast<unsigned char>(s >> 64);
+  }
+}
+
+bool WideNegative(const std::array<uint64_t, 6>& w) { return (w[5] >> 63) != 0; }
+bool WideZero(const std::array<uint64_t, 6>& w) {
+  for (uint64_t l : w)
+    if (l) return false;
+  return true;
+}
+
+// The correctly rounded double of a wide value.
+double WideToDouble(std::array<uint64_t, 6> w) {
+  const bool negative = WideNegative(w);
+  if (negative) {  // two's complement negation: invert, add one
+    for (auto& l : w) l = ~l;
+    AddWide(w, {1, 0, 0, 0, 0, 0});
+  }
+  int top = 5;
+  while (top > 0 && w[top] == 0) --top;
+  // Take the 128 bits ending at the top non-zero limb; lower limbs become the sticky bit.
+  const int lo = top > 0 ? top - 1 : 0;
+  u128 mag = (static_cast<u128>(w[top]) << (top > 0 ? 64 : 0)) | (top > 0 ? w[lo] : 0);
+  // With top > 0, mag has more than 64 bits, so RoundToDouble drops its bit 0: the lower limbs
+  // can be folded into it as a sticky bit without changing the rounding.
+  for (int i = 0; i < lo; ++i) mag |= static_cast<u128>(w[i] != 0);
+  const int exp = kWideUnit + 64 * lo;
+  const double d = RoundToDouble(mag, exp);
+  return negative ? -d : d;
+}
+
+}  // namespace
+
+ExactSum::ExactSum(size_t n) : mantissa_(n, 0), exponent_(n, 0) {}
+
+Status ExactSum::Add(std::span<const float> x, uint64_t weight) {
+  if (x.size() != size())
+    return Status::InvalidArgument("update has " + std::to_string(x.size()) + " values, the sum " +
+                                   std::to_string(size()));
+  if (weight == 0 || weight > kMaxWeight)
+    return Status::InvalidArgument("weight " + std::to_string(weight) + " is outside [1, 2^40]");
+  if (weight > kMaxTotalWeight - weight_)
+    return Status::InvalidArgument("the total weight would pass 2^63");
+  for (size_t i = 0; i < x.size(); ++i)
+    if (!std::isfinite(x[i])) return Status::InvalidArgument("value " + std::to_string(i) + " is not finite");
+  for (size_t i = 0; i < x.size(); ++i) {
+    const uint32_t bits = std::bit_cast<uint32_t>(x[i]);
+    const uint32_t biased = (bits >> 23) & 0xff;
+    uint64_t m = bits & 0x7fffff;
+    if (biased) m |= 0x800000;
+    if (m == 0) continue;
+    const int e = (biased ? static_cast<int>(biased) : 1) - 150;
+    const Int128 t = static_cast<Int128>(static_cast<u128>(m) * weight);  // < 2^64
+    AddTerm(i, (bits >> 31) ? -t : t, e);
+  }
+  ++count_;
+  weight_ += weight;
+  return Status::Ok();
+}
+
+void ExactSum::AddTerm(size_t i, Int128 t, int e) {
+  if (exponent_[i] == kInWide) return AddWide(wide_[i], ToWide(t, e - kWideUnit));
+  Int128& m = mantissa_[i];
+  int exp = exponent_[i];
+  if (m == 0) {
+    m = t;
+    exp = e;
+  } else {
+    // Align both to the smaller exponent; 126 bits keep the sum clear of the sign bit.
+    const int shift = e >= exp ? e - exp : exp - e;
+    const u128 moved = e >= exp ? Magnitude(t) : Magnitude(m);
+    Int128 sum;
+    if (shift > 126 - BitLength(moved) ||
+        __builtin_add_overflow(e >= exp ? m : t, (e >= exp ? t : m) * (Int128{1} << shift), &sum)) {
+      Wide w = ToWide(m, exp - kWideUnit);
+      AddWide(w, ToWide(t, e - kWideUnit));
+      wide_[i] = w;
+      exponent_[i] = kInWide;
+      m = 0;
+      return;
+    }
+    m = sum;
+    exp = std::min(e, exp);
+  }
+  // Fold trailing zeros into the exponent, so later terms need shorter shifts.
+  if (m != 0) {
+    const auto lo = static_cast<uint64_t>(static_cast<u128>(m));
+    const int tz = lo ? std::countr_zero(lo) : 64 + std::countr_zero(static_cast<uint64_t>(static_cast<u128>(m) >> 64));
+    m >>= tz;
+    exp += tz;
+  }
+  exponent_[i] = static_cast<int16_t>(exp);
+}
+
+double ExactSum::Value(size_t i) const {
+  if (exponent_[i] == kInWide) return WideToDouble(wide_.at(i));
+  const Int128 m = mantissa_[i];
+  const double d = RoundToDouble(Magnitude(m), exponent_[i]);
+  return m < 0 ? -d : d;
+}
+
+int ExactSum::Sign(size_t i) const {
+  if (exponent_[i] == kInWide) {
+    const Wide& w = wide_.at(i);
+    return WideNegative(w) ? -1 : (WideZero(w) ? 0 : 1);
+  }
+  return mantissa_[i] < 0 ? -1 : (mantissa_[i] > 0 ? 1 : 0);
+}
+
+void ExactSum::Mean(double scale, std::span<float> out) const {
+  const double total = static_cast<double>(weight_);
+  for (size_t i = 0; i < out.size() && i < size(); ++i)
+    out[i] = weight_ ? static_cast<float>(Value(i) / total * scale) : 0.0f;
+}
+
+}  // namespace shoal::aggregate
