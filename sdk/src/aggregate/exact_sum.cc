@@ -4,7 +4,7 @@
 #include <cmath>
 #include <string>
 
-namespace shoal::aggregate {
+namespace shoal::aggregator {
 namespace {
 
 using u128 = UInt128;
@@ -168,4 +168,4 @@ void ExactSum::Mean(double scale, std::span<float> out) const {
     out[i] = weight_ ? static_cast<float>(Value(i) / total * scale) : 0.0f;
 }
 
-}  // namespace shoal::aggregate
+}  // namespace shoal::aggregator

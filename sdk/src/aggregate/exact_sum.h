@@ -30,7 +30,7 @@
 
 #include "shoal/status.h"
 
-namespace shoal::aggregate {
+namespace shoal::aggregator {
 
 // GCC/Clang's 128-bit integers (__extension__: not ISO C++, which -Wpedantic would flag).
 __extension__ typedef __int128 Int128;
@@ -69,4 +69,4 @@ class ExactSum {
   uint64_t weight_ = 0;
 };
 
-}  // namespace shoal::aggregate
+}  // namespace shoal::aggregator

@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -16,12 +17,20 @@
 
 namespace shoal::aggregator {
 
-// One client's contribution to a round.
-struct ClientResult {
-  std::string client;            // canonical client key (its name); results are sorted by it
+// One client's update as an accumulator sees it: decoded and validated by the caller, read
+// during Add and not kept.
+struct ClientUpdate {
+  std::string_view client;       // canonical client key (its name)
   uint32_t client_id = 0;
-  uint64_t num_examples = 0;     // FedAvg weight
-  std::vector<float> delta;      // w_local - w_global, decoded
+  uint64_t num_examples = 0;     // FedAvg weight, in [1, 2^40]
+  std::span<const float> delta;  // w_local - w_global
+};
+
+// What the round keeps of a client that reported (its update went into the accumulator).
+struct ClientResult {
+  std::string client;
+  uint32_t client_id = 0;
+  uint64_t num_examples = 0;
   std::vector<std::pair<std::string, double>> metrics;
 };
 
@@ -42,18 +51,28 @@ struct StrategyOptions {
   float server_learning_rate = 1.0f;  // scales the averaged delta (1 = plain FedAvg)
 };
 
+// One round's aggregation, fed one update at a time as each arrives and is validated, so the
+// server holds O(model) memory whatever the number of clients. The sums are exact
+// (ExactSum), so the result does not depend on the order of the Adds.
+class Accumulator {
+ public:
+  virtual ~Accumulator() = default;
+  // Refuses (InvalidArgument, nothing added) an update of the wrong size, with a NaN/Inf, or
+  // with a weight outside [1, 2^40].
+  virtual Status Add(const ClientUpdate& update) = 0;
+  virtual uint64_t count() const = 0;  // updates added
+  // The delta to apply to the global model, or nullopt to keep it (nothing was added).
+  virtual StatusOr<std::optional<std::vector<float>>> Finish(std::span<const ClientFailure> failures) = 0;
+};
+
 class Strategy {
  public:
   virtual ~Strategy() = default;
   virtual std::string name() const = 0;
   // The per-round settings sent to the selected clients.
   virtual RoundConfig Configure(uint64_t round) const = 0;
-  // Combines the round's results into the delta to apply to the global model, or nullopt to
-  // keep the model. `results` arrive sorted by client key, so the sum has a canonical order
-  // and the aggregate does not depend on arrival order.
-  virtual StatusOr<std::optional<std::vector<float>>> Aggregate(uint64_t round, std::span<const ClientResult> results,
-                                                                std::span<const ClientFailure> failures,
-                                                                std::span<const float> global) = 0;
+  // A fresh accumulator for `round`, whose updates are deltas against `global`.
+  virtual std::unique_ptr<Accumulator> StartRound(uint64_t round, std::span<const float> global) = 0;
   // Opaque state saved with each checkpoint and restored on --resume (empty when stateless).
   virtual std::string SaveState() const { return {}; }
   virtual Status LoadState(const std::string& state) {
@@ -61,11 +80,7 @@ class Strategy {
   }
 };
 
-// "fedavg" | "fedprox"; InvalidArgument otherwise (lists the valid names).
+// "fedavg" | "fedprox" | "demo"; InvalidArgument otherwise (lists the valid names).
 StatusOr<std::unique_ptr<Strategy>> MakeStrategy(const StrategyOptions& options);
-
-// Example-weighted mean of the deltas, summed in double in the given order; the building
-// block of FedAvg-family strategies. Empty `results` give nullopt.
-std::optional<std::vector<float>> WeightedAverage(std::span<const ClientResult> results, float scale);
 
 }  // namespace shoal::aggregator

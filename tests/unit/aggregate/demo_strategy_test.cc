@@ -10,25 +10,19 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "backend/backend.h"
 #include "core/rng.h"
 #include "nn/model.h"
 #include "shoal/trainer.h"
 #include "aggregate/strategy.h"
+#include "round_helper.h"
 
 namespace shoal::aggregator {
 namespace {
 
 namespace fs = std::filesystem;
-
-ClientResult Result(const std::string& name, uint64_t n, std::vector<float> delta) {
-  ClientResult r;
-  r.client = name;
-  r.num_examples = n;
-  r.delta = std::move(delta);
-  return r;
-}
 
 StrategyOptions DemoOptions(float lr, float server_lr = 1.0f) {
   StrategyOptions o;
@@ -46,13 +40,15 @@ TEST(DemoStrategy, SignOfTheWeightedMeanTimesTheLearningRates) {
   // Weighted means (weights 1/4, 3/4):
   //   [0] (1 + 3*5)/4 = 4 > 0;  [1] (0 - 3*4)/4 = -3 < 0;  [2] (3 - 3*1)/4 = 0 (cancels);
   //   [3] 0 everywhere;         [4] (-8 + 3*2)/4 = -0.5 (the majority sign loses to weight);
-  //   [5] (1e-30 + 0)/4 tiny but positive.
-  std::vector<ClientResult> rs = {Result("a", 1, {1.0f, 0.0f, 3.0f, 0.0f, -8.0f, 1e-30f}),
-                                  Result("b", 3, {5.0f, -4.0f, -1.0f, 0.0f, 2.0f, 0.0f})};
-  auto agg = (*s)->Aggregate(1, rs, {}, std::vector<float>(6));
+  //   [5] (1e-30 + 0)/4 tiny but positive; [6] (2^-149 + 0)/4 underflows a float, but the sign
+  //   is taken from the exact sum.
+  const float denorm = std::numeric_limits<float>::denorm_min();
+  std::vector<TestUpdate> rs = {{"a", 1, {1.0f, 0.0f, 3.0f, 0.0f, -8.0f, 1e-30f, denorm}},
+                                {"b", 3, {5.0f, -4.0f, -1.0f, 0.0f, 2.0f, 0.0f, 0.0f}}};
+  auto agg = RunRound(**s, 1, rs, std::vector<float>(7));
   ASSERT_TRUE(agg.ok());
   ASSERT_TRUE(agg->has_value());
-  const std::vector<float> want = {0.02f, -0.02f, 0.0f, 0.0f, -0.02f, 0.02f};
+  const std::vector<float> want = {0.02f, -0.02f, 0.0f, 0.0f, -0.02f, 0.02f, 0.02f};
   ASSERT_EQ((*agg)->size(), want.size());
   for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ((**agg)[i], want[i]) << i;
 }
@@ -60,13 +56,13 @@ TEST(DemoStrategy, SignOfTheWeightedMeanTimesTheLearningRates) {
 TEST(DemoStrategy, UnweightedClientsAndASingleClient) {
   auto s = MakeStrategy(DemoOptions(0.5f));
   ASSERT_TRUE(s.ok());
-  std::vector<ClientResult> one = {Result("a", 7, {-3.0f, 0.0f, 1e-6f})};
-  auto agg = (*s)->Aggregate(1, one, {}, std::vector<float>(3));
+  std::vector<TestUpdate> one = {{"a", 7, {-3.0f, 0.0f, 1e-6f}}};
+  auto agg = RunRound(**s, 1, one, std::vector<float>(3));
   ASSERT_TRUE(agg.ok() && agg->has_value());
   EXPECT_EQ(**agg, (std::vector<float>{-0.5f, 0.0f, 0.5f}));
   // Equal weights: two opposite votes cancel to exactly 0.
-  std::vector<ClientResult> two = {Result("a", 5, {2.0f, -1.0f}), Result("b", 5, {-2.0f, -1.0f})};
-  agg = (*s)->Aggregate(2, two, {}, std::vector<float>(2));
+  std::vector<TestUpdate> two = {{"a", 5, {2.0f, -1.0f}}, {"b", 5, {-2.0f, -1.0f}}};
+  agg = RunRound(**s, 2, two, std::vector<float>(2));
   ASSERT_TRUE(agg.ok() && agg->has_value());
   EXPECT_EQ(**agg, (std::vector<float>{0.0f, -0.5f}));
 }
@@ -74,13 +70,13 @@ TEST(DemoStrategy, UnweightedClientsAndASingleClient) {
 TEST(DemoStrategy, NoResultsKeepTheModelAndConfigureIsFedAvgs) {
   auto s = MakeStrategy(DemoOptions(0.05f));
   ASSERT_TRUE(s.ok());
-  auto agg = (*s)->Aggregate(1, {}, std::vector<ClientFailure>{{"a", 1, "deadline"}}, std::vector<float>(3));
+  const std::vector<ClientFailure> failed = {{"a", 1, "deadline"}};
+  auto agg = RunRound(**s, 1, {}, std::vector<float>(3), failed);
   ASSERT_TRUE(agg.ok());
   EXPECT_FALSE(agg->has_value());
-  std::vector<ClientResult> no_examples = {Result("a", 0, {1.0f})};
-  agg = (*s)->Aggregate(1, no_examples, {}, std::vector<float>(1));
-  ASSERT_TRUE(agg.ok());
-  EXPECT_FALSE(agg->has_value());
+  std::vector<TestUpdate> no_examples = {{"a", 0, {1.0f}}};  // refused: an update needs a weight
+  agg = RunRound(**s, 1, no_examples, std::vector<float>(1));
+  EXPECT_FALSE(agg.ok());
   const RoundConfig c = (*s)->Configure(4);
   EXPECT_EQ(c.round, 4u);
   EXPECT_EQ(c.learning_rate, 0.05f);
@@ -162,14 +158,14 @@ TEST_F(DemoEndToEnd, TwoClientsWithOneLocalStepReduceTheLoss) {
   for (uint64_t round = 1; round <= 20; ++round) {
     const RoundConfig rc = (*strategy)->Configure(round);
     ASSERT_EQ(rc.local_steps, 1u);
-    std::vector<ClientResult> results;
+    std::vector<TestUpdate> results;
     for (size_t i = 0; i < clients.size(); ++i) {
       TrainResult tr;
       ASSERT_TRUE(clients[i]->Train(global, rc, TrainContext{}, &tr).ok());
       ASSERT_EQ(tr.delta.size(), global.size());
-      results.push_back(Result("c" + std::to_string(i), tr.num_examples, std::move(tr.delta)));
+      results.push_back({"c" + std::to_string(i), tr.num_examples, std::move(tr.delta)});
     }
-    auto update = (*strategy)->Aggregate(round, results, {}, global);
+    auto update = RunRound(**strategy, round, results, global);
     ASSERT_TRUE(update.ok() && update->has_value());
     size_t moved = 0;
     for (size_t i = 0; i < global.size(); ++i) {

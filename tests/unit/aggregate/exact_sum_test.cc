@@ -14,7 +14,7 @@
 #include <random>
 #include <vector>
 
-namespace shoal::aggregate {
+namespace shoal::aggregator {
 namespace {
 
 struct Term {
@@ -196,4 +196,4 @@ TEST(ExactSum, HoldsTheLargestTermsAndRefusesATotalWeightPast2To63) {
 }
 
 }  // namespace
-}  // namespace shoal::aggregate
+}  // namespace shoal::aggregator

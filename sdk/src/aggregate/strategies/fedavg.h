@@ -3,7 +3,10 @@
 // strategies that only change the round configuration (FedProx) derive from it.
 #pragma once
 
+#include <memory>
+
 #include "aggregate/strategy.h"
+#include "aggregate/weighted_mean.h"
 
 namespace shoal::aggregator {
 
@@ -14,10 +17,8 @@ class FedAvg : public Strategy {
   RoundConfig Configure(uint64_t round) const override {
     return {round, o_.learning_rate, o_.local_epochs, o_.local_steps, 0.0f};
   }
-  StatusOr<std::optional<std::vector<float>>> Aggregate(uint64_t, std::span<const ClientResult> results,
-                                                        std::span<const ClientFailure>,
-                                                        std::span<const float>) override {
-    return WeightedAverage(results, o_.server_learning_rate);
+  std::unique_ptr<Accumulator> StartRound(uint64_t, std::span<const float> global) override {
+    return std::make_unique<WeightedMean>(global.size(), o_.server_learning_rate);
   }
 
  protected:

@@ -19,6 +19,7 @@
 #include <optional>
 #include <set>
 
+#include "aggregate/exact_sum.h"
 #include "backend/backend.h"
 #include "codec/codec.h"
 #include "codec/round_context.h"
@@ -967,29 +968,29 @@ void Peer::TryApplyCommits() {
 }
 
 // Applies `authors`' updates of `step` to the replica: the example-weighted mean of the
-// decoded updates, summed in canonical (name) order in double, then the mode's shared step.
+// decoded updates from the same exact, order-independent sum the aggregator uses, then the
+// mode's shared step (DeMo: the exact sign of the sum).
 Status Peer::Apply(uint64_t step, const std::vector<std::string>& authors) {
   const auto started = Clock::now();
   auto& got = updates_[step];
-  std::vector<double> sum(n_, 0.0);
+  aggregator::ExactSum sum(n_);
   std::vector<float> decoded(n_);
-  double weight = 0.0, loss = 0.0;
+  double loss = 0.0;
   const auto ctx = codec::MakeRoundContext(swarm_info_.task.seed, step, 0);
   for (const auto& a : authors) {
     const Update& u = got.at(a);
     SHOAL_RETURN_IF_ERROR(codec_->Decode(u.payload, ctx, decoded).WithContext("decoding " + a + "'s update"));
-    const double wgt = static_cast<double>(u.num_examples);
-    for (size_t i = 0; i < n_; ++i) sum[i] += wgt * decoded[i];
-    weight += wgt;
-    loss += wgt * u.loss;
+    SHOAL_RETURN_IF_ERROR(sum.Add(decoded, u.num_examples).WithContext(a + "'s update"));
+    loss += static_cast<double>(u.num_examples) * u.loss;
   }
-  if (weight > 0) {
-    std::vector<float> mean(n_);
-    for (size_t i = 0; i < n_; ++i) mean[i] = static_cast<float>(sum[i] / weight);
+  const double weight = static_cast<double>(sum.total_weight());
+  if (sum.count() > 0) {
     if (demo_) {
       const float lr = swarm_info_.task.optimizer.learning_rate;
-      for (size_t i = 0; i < n_; ++i) w_[i] -= mean[i] > 0.0f ? lr : (mean[i] < 0.0f ? -lr : 0.0f);
+      for (size_t i = 0; i < n_; ++i) w_[i] -= lr * static_cast<float>(sum.Sign(i));
     } else {
+      std::vector<float> mean(n_);
+      sum.Mean(1.0, mean);
       shared_opt_->Step(w_.data(), mean.data());
     }
   }
@@ -1038,24 +1039,25 @@ void Peer::GossipStep() {
   for (const auto& n : expected) have += got.count(n) && got.at(n).complete;
   if (have < expected.size() && MillisSince(step_started_) < static_cast<int64_t>(swarm_info_.step_timeout_ms)) return;
   // w = mean(own model, received models); spread = RMS distance to the received models.
-  std::vector<double> sum(w_.begin(), w_.end());
+  aggregator::ExactSum sum(n_);
+  if (Status own = sum.Add(w_, 1); !own.ok()) {  // cannot happen: every commit checks finiteness
+    spdlog::error("step {}: own replica is not averageable: {}", step, own.message());
+    return;
+  }
   std::vector<float> decoded(n_);
   double spread = 0.0;
-  size_t count = 1;
   const auto ctx = codec::MakeRoundContext(swarm_info_.task.seed, step, 0);
   for (auto& [name, u] : got) {
     if (name == self_.name || !u.complete) continue;
-    if (!codec_->Decode(u.payload, ctx, decoded).ok()) continue;
+    if (!codec_->Decode(u.payload, ctx, decoded).ok() || !sum.Add(decoded, 1).ok()) continue;
     double d2 = 0.0;
-    for (size_t i = 0; i < n_; ++i) {
-      sum[i] += decoded[i];
+    for (size_t i = 0; i < n_; ++i)
       d2 += (static_cast<double>(decoded[i]) - w_[i]) * (static_cast<double>(decoded[i]) - w_[i]);
-    }
     spread += std::sqrt(d2 / static_cast<double>(n_));
-    ++count;
   }
+  const size_t count = sum.count();
   const double loss = got.count(self_.name) ? got.at(self_.name).loss : 0.0;
-  for (size_t i = 0; i < n_; ++i) w_[i] = static_cast<float>(sum[i] / static_cast<double>(count));
+  sum.Mean(1.0, w_);
   hash_ = crypto::ModelHash(w_);
   committed_ = step;
   while (!updates_.empty() && updates_.begin()->first <= step) updates_.erase(updates_.begin());

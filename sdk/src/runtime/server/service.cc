@@ -113,7 +113,8 @@ class Service::Impl {
     std::map<uint32_t, protocol::ChunkAssembler> assembling;
     std::map<uint32_t, uint64_t> update_examples;  // from the first chunk of each update
     std::map<uint32_t, std::vector<std::pair<std::string, double>>> update_metrics;
-    std::map<uint32_t, ClientResult> results;
+    std::map<uint32_t, ClientResult> results;       // reported; their updates are in `accumulator`
+    std::unique_ptr<Accumulator> accumulator;      // this round's aggregate, fed on arrival
     std::map<uint32_t, ClientFailure> failures;
     transport::Traffic traffic_at_start;
     double decode_seconds = 0.0;  // time spent decoding this round's updates
@@ -616,13 +617,12 @@ void Service::Impl::HandleUpdate(ClientState& c, const wire::Envelope* env) {
       return FailClient(c.id, "rejected: " + why);
     }
   }
-  ClientResult r;
-  r.client = c.name;
-  r.client_id = c.id;
-  r.num_examples = round_.update_examples[c.id];
-  r.delta = std::move(delta);
-  r.metrics = std::move(round_.update_metrics[c.id]);
-  round_.results[c.id] = std::move(r);
+  const uint64_t num_examples = round_.update_examples[c.id];
+  if (Status added = round_.accumulator->Add({c.name, c.id, num_examples, delta}); !added.ok()) {
+    Reject(c.peer, ErrorCode::ShapeMismatch, "update refused: " + added.message(), round_.number);
+    return FailClient(c.id, "rejected: " + added.message());
+  }
+  round_.results[c.id] = ClientResult{c.name, c.id, num_examples, std::move(round_.update_metrics[c.id])};
   Enqueue(c.id, protocol::EncodeAck(Header(round_.number), true));
 }
 
@@ -678,6 +678,7 @@ bool Service::Impl::MaybeStartRound() {
   round_.number = number;
   round_.open = true;
   round_.started = Clock::now();
+  round_.accumulator = strategy_->StartRound(round_.number, global_.span());
   round_.deadline = round_.started + std::chrono::milliseconds(o_.round_timeout_ms);
   round_.traffic_at_start = server_->traffic();
   for (size_t i = 0; i < k; ++i) round_.selected.push_back(eligible[i]->id);
@@ -740,6 +741,8 @@ Status Service::Impl::CloseRound() {
     if (!round_.results.count(id) && !round_.failures.count(id)) FailClient(id, "deadline");
   round_.open = false;
 
+  // Sorted by client key so the round's metrics sum in a fixed order (the aggregate itself is
+  // exact and needs no order).
   std::vector<ClientResult> results;
   for (auto& [id, r] : round_.results) results.push_back(std::move(r));
   std::sort(results.begin(), results.end(),
@@ -749,7 +752,7 @@ Status Service::Impl::CloseRound() {
 
   bool updated = false;
   if (results.size() >= o_.min_results) {
-    SHOAL_ASSIGN_OR_RETURN(auto delta, strategy_->Aggregate(round_.number, results, failures, global_.span()));
+    SHOAL_ASSIGN_OR_RETURN(auto delta, round_.accumulator->Finish(failures));
     if (delta) {
       // The download codec compresses the global delta. The aggregator applies the DECODED
       // delta to its own model, exactly as every client applies it to its replica, so all
