@@ -1,7 +1,7 @@
 // Transfer throughput of 64 MiB updates client -> aggregator over TCP on loopback, CurveZMQ
 // against no security, measured in the same run through Shoal's own channels (the sockets,
 // options and chunking the aggregator and clients use). Each trial sends UPDATES updates of
-// 64 MiB, each cut into 16 MiB chunk frames, from a ClientChannel to a ServerChannel in two
+// 64 MiB, each cut into 16 MiB chunk frames, from a ZmqChannel to a ZmqListener in two
 // separate ZeroMQ contexts (one I/O thread each, as in two processes). The modes alternate,
 // trial by trial, and the median of each is reported.
 //   MiB/s       payload MiB per second, first send to last receive
@@ -23,8 +23,8 @@
 
 #include "crypto/keys.h"
 #include "protocol/envelope.h"
-#include "transport/channel.h"
-#include "transport/zap.h"
+#include "transport/zmq/zmq_channel.h"
+#include "transport/zmq/zap.h"
 
 namespace shoal {
 namespace {
@@ -69,8 +69,8 @@ Trial Run(bool curve, int updates) {
     co.curve = std::make_shared<const crypto::KeyPair>(client_keys);
     co.server_key = server_keys.curve_public;
   }
-  auto server = transport::ServerChannel::Bind(server_ctx, "tcp://127.0.0.1:*", so).value();
-  auto client = transport::ClientChannel::Connect(client_ctx, server->endpoint(), co).value();
+  auto server = transport::ZmqListener::Bind(server_ctx, "tcp://127.0.0.1:*", so).value();
+  auto client = transport::ZmqChannel::Connect(client_ctx, server->endpoint(), co).value();
 
   // The real chunk frames of a 64 MiB update, encoded once and sent `updates` times.
   std::vector<uint8_t> update(kUpdateBytes);

@@ -1,6 +1,12 @@
-// Channels (gloo style): framed messages with deadlines. The ZeroMQ implementation carries
-// Shoal between processes; the same classes over "inproc://" endpoints serve tests and the
-// simulator. cppzmq exceptions stop here and become Status.
+// Channels (gloo style): the runtime's only view of the network. A Listener is the serving
+// side (many peers, each addressed by an opaque routing id); a Channel is one connection to a
+// listener. Both carry single-part frames of bytes with deadlines, and nothing else: the bytes
+// are the same whatever carries them. Two implementations:
+//   transport/zmq/     ZeroMQ ROUTER/DEALER over TCP, with CurveZMQ and a ZAP allow-list;
+//   transport/inproc/  an in-process network for runtime unit tests and shoal-sim, with
+//                      per-link latency, bandwidth, frame loss and disconnects injected
+//                      deterministically from a seed.
+// No implementation's types (zmq::message_t, sockets, contexts) appear in this header.
 #pragma once
 
 #include <chrono>
@@ -11,11 +17,7 @@
 #include <string>
 #include <vector>
 
-#include <zmq.hpp>
-
-#include "crypto/keys.h"
 #include "shoal/status.h"
-#include "transport/monitor.h"
 
 namespace shoal::transport {
 
@@ -23,32 +25,26 @@ namespace shoal::transport {
 // transport security unless the operator explicitly opts out (--insecure).
 bool IsLoopbackEndpoint(const std::string& endpoint);
 
-struct SocketOptions {
-  // Largest inbound frame; ZeroMQ drops the connection of a peer that sends more (ZMQ_MAXMSGSIZE).
-  // Default: 16 MiB chunk + 256 KiB envelope room.
-  int64_t max_frame_bytes = (int64_t{16} << 20) + (int64_t{256} << 10);
-  // Queue limits in frames (ZMQ_SNDHWM / ZMQ_RCVHWM). Default: 1000.
-  int send_hwm = 1000;
-  int recv_hwm = 1000;
-  // ZMTP-level heartbeats detect dead TCP connections (ZMQ_HEARTBEAT_IVL/TIMEOUT). 0 = off.
-  int zmtp_heartbeat_ms = 2000;
-  // How long close() waits to flush queued frames (ZMQ_LINGER). Default: 2 s.
-  int linger_ms = 2000;
-  // A connection that has not finished its ZMTP/CURVE handshake this long after it opened is
-  // closed (ZMQ_HANDSHAKE_IVL), so idle or stalled connections cannot pile up. Default: 5 s.
-  int handshake_ms = 5000;
-  // CurveZMQ. Null: no security (ZeroMQ's NULL mechanism). Server: its key pair; the socket
-  // becomes a CURVE server in ZAP domain kZapDomain, and a ZapHandler must run in the same
-  // context. Client: its own key pair, with `server_key` the server's public key (pinned: a
-  // server without the matching secret key cannot complete the handshake).
-  std::shared_ptr<const crypto::KeyPair> curve;
-  std::array<uint8_t, crypto::kCurveKeyBytes> server_key{};  // client only
-};
-
-// A frame shared by every peer it goes to; the socket sends it without copying.
+// A frame shared by every peer it goes to; implementations send it without copying.
 using SharedFrame = std::shared_ptr<const std::vector<uint8_t>>;
 
-// Cumulative traffic of one socket, in bytes of frames (excluding ZMTP framing).
+// A received frame: a view of bytes kept alive by `owner` (a ZeroMQ message, or the sender's
+// shared frame), so receiving never copies. The bytes may be unaligned (protocol::VerifyFrame
+// copies when FlatBuffers would need alignment).
+class Message {
+ public:
+  Message() = default;
+  Message(std::span<const uint8_t> bytes, std::shared_ptr<const void> owner)
+      : bytes_(bytes), owner_(std::move(owner)) {}
+  std::span<const uint8_t> bytes() const { return bytes_; }
+  size_t size() const { return bytes_.size(); }
+
+ private:
+  std::span<const uint8_t> bytes_;
+  std::shared_ptr<const void> owner_;
+};
+
+// Cumulative traffic of one endpoint, in bytes of frames (excluding any framing below them).
 struct Traffic {
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
@@ -56,89 +52,70 @@ struct Traffic {
   uint64_t frames_received = 0;
 };
 
-// Server side: many peers, each addressed by an opaque routing id (ZeroMQ ROUTER).
-class ServerChannel {
+// Counts of connection and handshake events (the in-process network has no handshakes:
+// a connection counts as succeeded when it opens).
+struct HandshakeStats {
+  uint64_t connections = 0;      // connections accepted (listener) or made (channel)
+  uint64_t succeeded = 0;        // handshakes completed (with CURVE: authenticated)
+  uint64_t failed_auth = 0;      // the key was refused (listener: by ZAP; channel: ours)
+  uint64_t failed_protocol = 0;  // bad greeting or command, wrong mechanism, failed decryption
+  uint64_t failed_other = 0;     // closed or timed out mid-handshake
+  uint64_t disconnected = 0;     // connections closed, after a handshake or during one
+  uint64_t failed() const { return failed_auth + failed_protocol + failed_other; }
+};
+
+// The serving side. Not thread-safe: one thread calls it.
+class Listener {
  public:
   struct Inbound {
     std::string peer;     // routing id of the sender (one per connection)
-    std::string user_id;  // CURVE: the sender's public key in Z85, as the ZAP handler admitted it; else empty
-    zmq::message_t frame;
+    std::string user_id;  // the sender's authenticated identity (CURVE: its public key in Z85); else empty
+    Message frame;
   };
-  // Binds. A port already in use is an IoError that says so.
-  static StatusOr<std::unique_ptr<ServerChannel>> Bind(zmq::context_t& ctx, const std::string& endpoint,
-                                                       const SocketOptions& options);
+  virtual ~Listener() = default;
   // Waits up to `timeout` for one frame; nullopt when none arrived.
-  StatusOr<std::optional<Inbound>> Recv(std::chrono::milliseconds timeout);
-  // Queues a frame to `peer` without blocking or copying. Returns false when the peer's queue
-  // is full (try again later: ZeroMQ applies back-pressure per peer), Unavailable when the
-  // peer is no longer connected.
-  StatusOr<bool> Send(const std::string& peer, const SharedFrame& frame);
-  const Traffic& traffic() const { return traffic_; }
+  virtual StatusOr<std::optional<Inbound>> Recv(std::chrono::milliseconds timeout) = 0;
+  // Queues a frame to `peer` without blocking. Returns false when the peer's queue is full
+  // (try again later: back-pressure per peer), Unavailable when the peer is gone.
+  virtual StatusOr<bool> Send(const std::string& peer, const SharedFrame& frame) = 0;
+  virtual const Traffic& traffic() const = 0;
   // The endpoint actually bound (resolves tcp://*:0 to a port).
-  std::string endpoint() const;
-  // Connections and handshakes so far (failed ones are also logged, rate-limited).
-  const HandshakeStats& handshakes() const { return monitor_->stats(); }
-  bool secure() const { return secure_; }
-
- private:
-  ServerChannel(zmq::socket_t s, std::unique_ptr<SocketMonitor> m, bool secure)
-      : socket_(std::move(s)), monitor_(std::move(m)), secure_(secure) {}
-  void DrainMonitor();
-  zmq::socket_t socket_;
-  std::unique_ptr<SocketMonitor> monitor_;  // declared after socket_: destroyed before it closes
-  bool secure_;
-  Traffic traffic_;
+  virtual std::string endpoint() const = 0;
+  virtual const HandshakeStats& handshakes() const = 0;
+  // Whether connections are encrypted and authenticated.
+  virtual bool secure() const = 0;
 };
 
-// Client side: one peer (ZeroMQ DEALER). Reconnects by itself with backoff when the peer
-// restarts; Reset() makes a fresh socket (and so a fresh identity at the server).
-class ClientChannel {
+// One connection to a Listener. Not thread-safe: one thread calls it.
+class Channel {
  public:
-  static StatusOr<std::unique_ptr<ClientChannel>> Connect(zmq::context_t& ctx, const std::string& endpoint,
-                                                          const SocketOptions& options);
-  ~ClientChannel();
-  ClientChannel(const ClientChannel&) = delete;
-  ClientChannel& operator=(const ClientChannel&) = delete;
-  StatusOr<std::optional<zmq::message_t>> Recv(std::chrono::milliseconds timeout);
-  // Queues a frame; blocks at most `timeout` when the send queue is full.
-  Status Send(std::span<const uint8_t> frame, std::chrono::milliseconds timeout = std::chrono::milliseconds(10000));
-  // Closes the socket, dropping queued frames, and connects a new one.
-  Status Reset();
-  const Traffic& traffic() const { return traffic_; }
+  virtual ~Channel() = default;
+  // Waits up to `timeout` for one frame; nullopt when none arrived.
+  virtual StatusOr<std::optional<Message>> Recv(std::chrono::milliseconds timeout) = 0;
+  // Queues a frame; blocks at most `timeout` while the connection is not up or its queue is
+  // full (then Unavailable).
+  virtual Status Send(std::span<const uint8_t> frame,
+                      std::chrono::milliseconds timeout = std::chrono::milliseconds(10000)) = 0;
+  // Drops the connection and queued frames and opens a new one (a fresh routing id at the
+  // listener).
+  virtual Status Reset() = 0;
+  virtual const Traffic& traffic() const = 0;
+  // The endpoint this channel connects to (for messages).
+  virtual const std::string& endpoint() const = 0;
 
   // Handshakes failed since the last one that succeeded, and the latest reason (e.g. "the
-  // key was refused (ZAP status 400)"). ZeroMQ stops retrying after a refused key; the
-  // channel then reopens by itself with backoff, so the caller only decides when to give up.
-  uint64_t handshake_failures_in_a_row() const { return failures_in_a_row_; }
-  bool last_failure_was_auth() const { return last_failure_auth_; }
-  const std::string& last_handshake_failure() const { return last_failure_; }
-  const HandshakeStats& handshakes() const { return totals_; }
-
- private:
-  ClientChannel(zmq::context_t& ctx, std::string endpoint, SocketOptions options)
-      : ctx_(ctx), endpoint_(std::move(endpoint)), options_(std::move(options)) {}
-  Status Open();
-  void Close();
-  // Reads monitor events; reopens the socket when a refused handshake left it idle.
-  void WatchHandshakes();
-  zmq::context_t& ctx_;
-  std::string endpoint_;
-  SocketOptions options_;
-  zmq::socket_t socket_;
-  std::unique_ptr<SocketMonitor> monitor_;
-  Traffic traffic_;
-  HandshakeStats totals_;  // over every socket this channel opened
-  uint64_t failures_in_a_row_ = 0;
-  bool attempt_failed_ = false;  // the current connection attempt has already failed
-  bool last_failure_auth_ = false;
-  std::string last_failure_;
-  std::optional<std::chrono::steady_clock::time_point> reopen_at_;
+  // key was refused (ZAP status 400)"). The channel retries by itself; the caller decides
+  // when to give up (HandshakeFailure below).
+  virtual uint64_t handshake_failures_in_a_row() const = 0;
+  virtual bool last_failure_was_auth() const = 0;
+  virtual const std::string& last_handshake_failure() const = 0;
+  virtual const HandshakeStats& handshakes() const = 0;
 };
 
 // The error to stop with once `channel`'s handshakes keep failing: PermissionDenied when the
 // other side refused our key (naming the key), else Unavailable with the reason and a hint.
 // `who` names the other side ("the aggregator at tcp://..."); own_key is our Z85 public key,
 // empty without transport security.
-Status HandshakeFailure(const ClientChannel& channel, const std::string& who, const std::string& own_key);
+Status HandshakeFailure(const Channel& channel, const std::string& who, const std::string& own_key);
 
 }  // namespace shoal::transport

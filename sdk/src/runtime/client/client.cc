@@ -21,7 +21,7 @@
 #include "crypto/crypto.h"
 #include "crypto/keys.h"
 #include "protocol/envelope.h"
-#include "transport/channel.h"
+#include "transport/zmq/zmq_channel.h"
 
 namespace shoal {
 
@@ -82,7 +82,7 @@ class Client::Impl {
   Status HandshakeError() const;
 
   // Returns a non-OK status when the client must stop (Bye is OK + finished_ = true).
-  Status HandleFrame(const zmq::message_t& m);
+  Status HandleFrame(const transport::Message& m);
   Status HandleWelcome(const wire::Envelope* env);
   Status HandleRoundTask(const wire::Envelope* env);
   Status RequestResync(uint64_t round, const std::string& why);
@@ -97,7 +97,7 @@ class Client::Impl {
   std::unique_ptr<Trainer> trainer_;
   std::atomic<bool> cancel_{false};
   zmq::context_t ctx_{1};
-  std::unique_ptr<transport::ClientChannel> channel_;
+  std::unique_ptr<transport::Channel> channel_;
   std::string public_key_;  // this client's CURVE public key (Z85); empty without security
 
   // The loop (Start, then Iterate until it returns the run's result).
@@ -418,8 +418,8 @@ Status Client::Impl::RequestResync(uint64_t round, const std::string& why) {
   return Status::Ok();
 }
 
-Status Client::Impl::HandleFrame(const zmq::message_t& m) {
-  std::span<const uint8_t> bytes(static_cast<const uint8_t*>(m.data()), m.size());
+Status Client::Impl::HandleFrame(const transport::Message& m) {
+  std::span<const uint8_t> bytes = m.bytes();
   protocol::Verified v = protocol::VerifyFrame(bytes, o_.max_frame_bytes);
   if (!v.ok()) {
     spdlog::warn("ignoring a bad frame from the aggregator: {}", v.reason);
@@ -527,7 +527,7 @@ Status Client::Impl::Start() {
   transport::SocketOptions so;
   so.max_frame_bytes = static_cast<int64_t>(o_.max_frame_bytes);
   SHOAL_RETURN_IF_ERROR(ConfigureSecurity(so));
-  SHOAL_ASSIGN_OR_RETURN(channel_, transport::ClientChannel::Connect(ctx_, o_.connect, so));
+  SHOAL_ASSIGN_OR_RETURN(channel_, transport::ZmqChannel::Connect(ctx_, o_.connect, so));
   num_examples_ = trainer_->num_examples();
   give_up_at_ = Clock::now() + milliseconds(o_.connect_timeout_ms);
   next_hello_ = Clock::now();

@@ -33,8 +33,8 @@
 #include "nn/optimizer.h"
 #include "protocol/peer.h"
 #include "shoal/data.h"
-#include "transport/channel.h"
-#include "transport/zap.h"
+#include "transport/zmq/zmq_channel.h"
+#include "transport/zmq/zap.h"
 
 namespace shoal {
 namespace {
@@ -76,7 +76,7 @@ struct Member {
   bool introduced = false;  // its own Join arrived: its signing key is trusted
   bool joined_us = false;   // we sent it our Join
   uint64_t join_handshakes = 0;  // out's completed handshakes when the Join went: a later one is a new connection
-  std::unique_ptr<transport::ClientChannel> out;
+  std::unique_ptr<transport::Channel> out;
   uint64_t out_sequence = 0;
   Clock::time_point last_heard;
 };
@@ -97,7 +97,7 @@ class Peer {
   // Setup.
   Status InitIdentity();
   Status InitTransport();
-  Status Join(const std::atomic<bool>& stop, std::vector<transport::ServerChannel::Inbound>* early);
+  Status Join(const std::atomic<bool>& stop, std::vector<transport::Listener::Inbound>* early);
   Status InitTask();
   Status ConnectMember(const protocol::PeerInfo& info);
   // Sends our Join on the member's new connection once it is up (ZMQ_IMMEDIATE drops frames
@@ -106,8 +106,8 @@ class Peer {
   void IntroduceTo(Member& m);
 
   // Frames.
-  void Handle(transport::ServerChannel::Inbound& in);
-  void HandleJoin(const transport::ServerChannel::Inbound& in, const wire::Envelope* env);
+  void Handle(transport::Listener::Inbound& in);
+  void HandleJoin(const transport::Listener::Inbound& in, const wire::Envelope* env);
   void HandleUpdate(const std::string& from, const wire::Envelope* env);
   void HandleCommit(const std::string& from, const wire::Envelope* env);
   void HandleState(const std::string& from, const wire::Envelope* env);
@@ -145,7 +145,7 @@ class Peer {
   bool secure_ = false;
   zmq::context_t ctx_{1};
   std::unique_ptr<transport::ZapHandler> zap_;
-  std::unique_ptr<transport::ServerChannel> server_;
+  std::unique_ptr<transport::Listener> server_;
   size_t max_frame_bytes_ = 0;
   uint64_t swarm_ = 0;
   protocol::SwarmInfo swarm_info_;  // the task and settings every member shares
@@ -252,7 +252,7 @@ Status Peer::InitTransport() {
     SHOAL_ASSIGN_OR_RETURN(zap_, transport::ZapHandler::Start(ctx_, std::make_shared<const crypto::AllowList>(std::move(list))));
     so.curve = std::make_shared<const crypto::KeyPair>(keys_);
   }
-  SHOAL_ASSIGN_OR_RETURN(server_, transport::ServerChannel::Bind(ctx_, o_.listen, so));
+  SHOAL_ASSIGN_OR_RETURN(server_, transport::ZmqListener::Bind(ctx_, o_.listen, so));
   spdlog::info("peer {} listening on {} ({})", self_.name, server_->endpoint(),
                secure_ ? "CURVE, key " + self_.curve_key : "no transport security");
   return Status::Ok();
@@ -271,7 +271,7 @@ Status Peer::ConnectMember(const protocol::PeerInfo& info) {
   Member m;
   m.info = info;
   m.last_heard = Clock::now();
-  SHOAL_ASSIGN_OR_RETURN(m.out, transport::ClientChannel::Connect(ctx_, info.endpoint, so));
+  SHOAL_ASSIGN_OR_RETURN(m.out, transport::ZmqChannel::Connect(ctx_, info.endpoint, so));
   members_[info.name] = std::move(m);
   IntroduceTo(members_.at(info.name));
   spdlog::info("peer {}: connecting to member {} at {}", self_.name, info.name, info.endpoint);
@@ -365,7 +365,7 @@ Status Peer::InitTask() {
 
 // `early` receives the frames that arrive before the member list (members introducing
 // themselves); they are handled once the swarm is known.
-Status Peer::Join(const std::atomic<bool>& stop, std::vector<transport::ServerChannel::Inbound>* early) {
+Status Peer::Join(const std::atomic<bool>& stop, std::vector<transport::Listener::Inbound>* early) {
   if (o_.bootstrap.empty()) {
     // Founding the swarm: its id, task and settings are this peer's.
     swarm_ = crypto::RandomU64() | 1;
@@ -387,7 +387,7 @@ Status Peer::Join(const std::atomic<bool>& stop, std::vector<transport::ServerCh
     return Status::Ok();
   }
   // Joining: ask the bootstrap peers for the member list, then introduce ourselves to all.
-  std::vector<std::unique_ptr<transport::ClientChannel>> boot;
+  std::vector<std::unique_ptr<transport::Channel>> boot;
   std::vector<std::string> boot_names;
   for (const std::string& spec : o_.bootstrap) {
     const size_t at = spec.find('@');
@@ -402,7 +402,7 @@ Status Peer::Join(const std::atomic<bool>& stop, std::vector<transport::ServerCh
       SHOAL_RETURN_IF_ERROR(crypto::Z85DecodeTo(key, so.server_key));
       so.curve = std::make_shared<const crypto::KeyPair>(keys_);
     }
-    SHOAL_ASSIGN_OR_RETURN(auto ch, transport::ClientChannel::Connect(ctx_, endpoint, so));
+    SHOAL_ASSIGN_OR_RETURN(auto ch, transport::ZmqChannel::Connect(ctx_, endpoint, so));
     boot.push_back(std::move(ch));
     boot_names.push_back(endpoint);
   }
@@ -425,8 +425,7 @@ Status Peer::Join(const std::atomic<bool>& stop, std::vector<transport::ServerCh
     auto in = server_->Recv(milliseconds(20));
     if (!in.ok()) return in.status();
     if (!*in) continue;
-    const auto v = protocol::VerifyFrame({static_cast<const uint8_t*>((*in)->frame.data()), (*in)->frame.size()},
-                                         max_frame_bytes_);
+    const auto v = protocol::VerifyFrame((*in)->frame.bytes(), max_frame_bytes_);
     if (!v.ok()) continue;
     if (v.envelope->message_type() != wire::Message::Members && v.envelope->message_type() != wire::Message::Error) {
       if (early->size() < 1024) early->push_back(std::move(**in));
@@ -496,8 +495,8 @@ void Peer::SendUpdate(const std::string& to, uint64_t step, const std::string& a
   }
 }
 
-void Peer::Handle(transport::ServerChannel::Inbound& in) {
-  const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(in.frame.data()), in.frame.size());
+void Peer::Handle(transport::Listener::Inbound& in) {
+  const std::span<const uint8_t> bytes = in.frame.bytes();
   const protocol::Verified v = protocol::VerifyFrame(bytes, max_frame_bytes_);
   if (!v.ok()) return Reject("", v.error, v.reason);
   const wire::Envelope* env = v.envelope;
@@ -554,7 +553,7 @@ void Peer::Handle(transport::ServerChannel::Inbound& in) {
   }
 }
 
-void Peer::HandleJoin(const transport::ServerChannel::Inbound& in, const wire::Envelope* env) {
+void Peer::HandleJoin(const transport::Listener::Inbound& in, const wire::Envelope* env) {
   const wire::Join* j = env->message_as_Join();
   auto info = protocol::DecodePeerInfo(j->self());
   if (!info.ok()) return Reject("", ErrorCode::MalformedFrame, info.status().message());
@@ -1152,7 +1151,7 @@ Status Peer::Run(const std::atomic<bool>& stop) {
     if (!metrics_) return Status::IoError("cannot open --metrics-out " + o_.metrics_out);
   }
   SHOAL_RETURN_IF_ERROR(InitTransport());
-  std::vector<transport::ServerChannel::Inbound> early;
+  std::vector<transport::Listener::Inbound> early;
   SHOAL_RETURN_IF_ERROR(Join(stop, &early));
   for (auto& in : early) Handle(in);
   const uint64_t steps = swarm_info_.steps;

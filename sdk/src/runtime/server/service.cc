@@ -25,8 +25,8 @@
 #include "nn/optimizer.h"
 #include "crypto/keys.h"
 #include "protocol/envelope.h"
-#include "transport/channel.h"
-#include "transport/zap.h"
+#include "transport/zmq/zmq_channel.h"
+#include "transport/zmq/zap.h"
 
 namespace shoal::aggregator {
 
@@ -126,8 +126,8 @@ class Service::Impl {
   bool KeyAllowed(const std::string& identity) const { return !allow_list_ || allow_list_->Contains(identity); }
 
   // Frame handling.
-  void Handle(transport::ServerChannel::Inbound& in);
-  void HandleHello(const transport::ServerChannel::Inbound& in, const wire::Envelope* env);
+  void Handle(transport::Listener::Inbound& in);
+  void HandleHello(const transport::Listener::Inbound& in, const wire::Envelope* env);
   protocol::WelcomeInfo MakeWelcome(uint32_t id) const;
   void HandleUpdate(ClientState& c, const wire::Envelope* env);
   void HandleResync(ClientState& c, const wire::Envelope* env);
@@ -169,7 +169,7 @@ class Service::Impl {
   std::unique_ptr<transport::ZapHandler> zap_;
   std::shared_ptr<const crypto::AllowList> allow_list_;  // null when insecure
   std::map<std::string, std::string> name_keys_;         // client name -> the key that first used it (this session)
-  std::unique_ptr<transport::ServerChannel> server_;
+  std::unique_ptr<transport::Listener> server_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Strategy> strategy_;
   std::unique_ptr<nn::Mlp> model_;
@@ -305,7 +305,7 @@ Status Service::Impl::Init() {
   so.max_frame_bytes = static_cast<int64_t>(max_frame_bytes_);
   so.recv_hwm = static_cast<int>(o_.recv_hwm);
   SHOAL_RETURN_IF_ERROR(InitSecurity(so));
-  SHOAL_ASSIGN_OR_RETURN(server_, transport::ServerChannel::Bind(ctx_, o_.listen, so));
+  SHOAL_ASSIGN_OR_RETURN(server_, transport::ZmqListener::Bind(ctx_, o_.listen, so));
   session_ = crypto::RandomU64() | 1;  // never 0, which Hello uses
   spdlog::info("listening on {} (model {}: {} parameters, dataset {}: {} held-out examples, strategy {})",
                server_->endpoint(), task_.model, global_.size(), o_.dataset, test_.n, strategy_->name());
@@ -423,8 +423,8 @@ void Service::Impl::Reject(const std::string& peer, ErrorCode code, const std::s
     SendDirect(peer, protocol::EncodeError(Header(round), code, reason));
 }
 
-void Service::Impl::Handle(transport::ServerChannel::Inbound& in) {
-  std::span<const uint8_t> bytes(static_cast<const uint8_t*>(in.frame.data()), in.frame.size());
+void Service::Impl::Handle(transport::Listener::Inbound& in) {
+  std::span<const uint8_t> bytes = in.frame.bytes();
   protocol::Verified v = protocol::VerifyFrame(bytes, max_frame_bytes_);
   if (!v.ok()) return Reject(in.peer, v.error, v.reason);
   const wire::Envelope* env = v.envelope;
@@ -484,7 +484,7 @@ protocol::WelcomeInfo Service::Impl::MakeWelcome(uint32_t id) const {
   return w;
 }
 
-void Service::Impl::HandleHello(const transport::ServerChannel::Inbound& in, const wire::Envelope* env) {
+void Service::Impl::HandleHello(const transport::Listener::Inbound& in, const wire::Envelope* env) {
   const std::string& peer = in.peer;
   const wire::Hello* h = env->message_as_Hello();
   const std::string name = h->client_name() ? h->client_name()->str() : "";

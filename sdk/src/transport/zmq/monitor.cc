@@ -1,4 +1,4 @@
-#include "transport/monitor.h"
+#include "transport/zmq/monitor.h"
 
 #include <zmq.h>
 
@@ -21,15 +21,15 @@ std::string Hex(uint32_t v) {
 
 }  // namespace
 
-void HandshakeStats::Add(const MonitorEvent& e) {
+void CountEvent(HandshakeStats& s, const MonitorEvent& e) {
   switch (e.event) {
     case ZMQ_EVENT_CONNECTED:
-    case ZMQ_EVENT_ACCEPTED: ++connections; break;
-    case ZMQ_EVENT_HANDSHAKE_SUCCEEDED: ++succeeded; break;
-    case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH: ++failed_auth; break;
-    case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL: ++failed_protocol; break;
-    case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL: ++failed_other; break;
-    case ZMQ_EVENT_DISCONNECTED: ++disconnected; break;
+    case ZMQ_EVENT_ACCEPTED: ++s.connections; break;
+    case ZMQ_EVENT_HANDSHAKE_SUCCEEDED: ++s.succeeded; break;
+    case ZMQ_EVENT_HANDSHAKE_FAILED_AUTH: ++s.failed_auth; break;
+    case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL: ++s.failed_protocol; break;
+    case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL: ++s.failed_other; break;
+    case ZMQ_EVENT_DISCONNECTED: ++s.disconnected; break;
     default: break;
   }
 }
@@ -103,7 +103,7 @@ std::vector<MonitorEvent> SocketMonitor::Drain() {
       std::memcpy(&e.event, head.data(), 2);
       std::memcpy(&e.value, static_cast<const char*>(head.data()) + 2, 4);
       e.address = addr.to_string();
-      stats_.Add(e);
+      CountEvent(stats_, e);
       out.push_back(std::move(e));
     }
   } catch (const zmq::error_t&) {

@@ -4,16 +4,11 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "transport/channel.h"
-#include "transport/zap.h"
+#include "transport/zmq/zmq_channel.h"
+
+#include "transport/zmq/zap.h"
 
 namespace shoal::transport {
-
-bool IsLoopbackEndpoint(const std::string& ep) {
-  for (const char* prefix : {"inproc://", "ipc://", "tcp://127.", "tcp://localhost:", "tcp://[::1]:"})
-    if (ep.rfind(prefix, 0) == 0) return true;
-  return false;
-}
 
 namespace {
 
@@ -46,6 +41,12 @@ void DiscardRemainingParts(zmq::socket_t& s, const zmq::message_t& last) {
   }
 }
 
+// A received ZeroMQ message as a transport Message (the view keeps the message alive).
+Message Wrap(std::shared_ptr<zmq::message_t> m) {
+  std::span<const uint8_t> bytes(static_cast<const uint8_t*>(m->data()), m->size());
+  return Message(bytes, std::move(m));
+}
+
 std::string Explain(const zmq::error_t& e, const std::string& endpoint) {
   switch (e.num()) {
     case EADDRINUSE:
@@ -62,7 +63,7 @@ std::string Explain(const zmq::error_t& e, const std::string& endpoint) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<ServerChannel>> ServerChannel::Bind(zmq::context_t& ctx, const std::string& endpoint,
+StatusOr<std::unique_ptr<ZmqListener>> ZmqListener::Bind(zmq::context_t& ctx, const std::string& endpoint,
                                                              const SocketOptions& options) {
   try {
     zmq::socket_t s(ctx, zmq::socket_type::router);
@@ -81,13 +82,13 @@ StatusOr<std::unique_ptr<ServerChannel>> ServerChannel::Bind(zmq::context_t& ctx
       monitor.reset();  // before the socket closes
       throw;
     }
-    return std::unique_ptr<ServerChannel>(new ServerChannel(std::move(s), std::move(monitor), options.curve != nullptr));
+    return std::unique_ptr<ZmqListener>(new ZmqListener(std::move(s), std::move(monitor), options.curve != nullptr));
   } catch (const zmq::error_t& e) {
     return Status::IoError(Explain(e, endpoint));
   }
 }
 
-std::string ServerChannel::endpoint() const {
+std::string ZmqListener::endpoint() const {
   try {
     return socket_.get(zmq::sockopt::last_endpoint);
   } catch (const zmq::error_t&) {
@@ -95,7 +96,7 @@ std::string ServerChannel::endpoint() const {
   }
 }
 
-void ServerChannel::DrainMonitor() {
+void ZmqListener::DrainMonitor() {
   for (const MonitorEvent& e : monitor_->Drain()) {
     // Refused keys are logged by the ZAP handler, with the key.
     if (!e.IsHandshakeFailure() || e.event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) continue;
@@ -105,7 +106,7 @@ void ServerChannel::DrainMonitor() {
   }
 }
 
-StatusOr<std::optional<ServerChannel::Inbound>> ServerChannel::Recv(std::chrono::milliseconds timeout) {
+StatusOr<std::optional<ZmqListener::Inbound>> ZmqListener::Recv(std::chrono::milliseconds timeout) {
   try {
     zmq::pollitem_t items[2] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
                                 {monitor_->events_socket().handle(), 0, ZMQ_POLLIN, 0}};
@@ -119,10 +120,12 @@ StatusOr<std::optional<ServerChannel::Inbound>> ServerChannel::Recv(std::chrono:
     // A ROUTER frame is [identity][payload]; a peer sending extra parts is malformed: keep the
     // first payload part and discard the rest so the stream stays aligned.
     if (!id.more()) return std::optional<Inbound>();
-    if (!socket_.recv(in.frame, zmq::recv_flags::dontwait)) return std::optional<Inbound>();
-    DiscardRemainingParts(socket_, in.frame);
+    auto body = std::make_shared<zmq::message_t>();
+    if (!socket_.recv(*body, zmq::recv_flags::dontwait)) return std::optional<Inbound>();
+    DiscardRemainingParts(socket_, *body);
     // Set by ZeroMQ from the ZAP reply for this connection; a peer cannot choose it.
-    if (const char* user = zmq_msg_gets(in.frame.handle(), "User-Id")) in.user_id = user;
+    if (const char* user = zmq_msg_gets(body->handle(), "User-Id")) in.user_id = user;
+    in.frame = Wrap(std::move(body));
     traffic_.bytes_received += in.frame.size();
     ++traffic_.frames_received;
     return std::optional<Inbound>(std::move(in));
@@ -132,7 +135,7 @@ StatusOr<std::optional<ServerChannel::Inbound>> ServerChannel::Recv(std::chrono:
   }
 }
 
-StatusOr<bool> ServerChannel::Send(const std::string& peer, const SharedFrame& frame) {
+StatusOr<bool> ZmqListener::Send(const std::string& peer, const SharedFrame& frame) {
   try {
     zmq::message_t id(peer.data(), peer.size());
     // ROUTER applies the peer's high-water mark to the routing part: if it is taken, the
@@ -152,14 +155,14 @@ StatusOr<bool> ServerChannel::Send(const std::string& peer, const SharedFrame& f
   }
 }
 
-StatusOr<std::unique_ptr<ClientChannel>> ClientChannel::Connect(zmq::context_t& ctx, const std::string& endpoint,
+StatusOr<std::unique_ptr<ZmqChannel>> ZmqChannel::Connect(zmq::context_t& ctx, const std::string& endpoint,
                                                                 const SocketOptions& options) {
-  std::unique_ptr<ClientChannel> c(new ClientChannel(ctx, endpoint, options));
+  std::unique_ptr<ZmqChannel> c(new ZmqChannel(ctx, endpoint, options));
   SHOAL_RETURN_IF_ERROR(c->Open());
   return c;
 }
 
-Status ClientChannel::Open() {
+Status ZmqChannel::Open() {
   reopen_at_.reset();
   try {
     zmq::socket_t s(ctx_, zmq::socket_type::dealer);
@@ -189,7 +192,7 @@ Status ClientChannel::Open() {
   }
 }
 
-void ClientChannel::Close() {
+void ZmqChannel::Close() {
   monitor_.reset();  // before the socket closes
   try {
     if (socket_.handle() != nullptr) {
@@ -200,17 +203,17 @@ void ClientChannel::Close() {
   }
 }
 
-ClientChannel::~ClientChannel() { Close(); }
+ZmqChannel::~ZmqChannel() { Close(); }
 
-Status ClientChannel::Reset() {
+Status ZmqChannel::Reset() {
   Close();
   return Open();
 }
 
-void ClientChannel::WatchHandshakes() {
+void ZmqChannel::WatchHandshakes() {
   if (monitor_) {
     for (const MonitorEvent& e : monitor_->Drain()) {
-      totals_.Add(e);
+      CountEvent(totals_, e);
       if (e.event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
         failures_in_a_row_ = 0;
         last_failure_auth_ = false;
@@ -242,28 +245,28 @@ void ClientChannel::WatchHandshakes() {
   }
 }
 
-StatusOr<std::optional<zmq::message_t>> ClientChannel::Recv(std::chrono::milliseconds timeout) {
+StatusOr<std::optional<Message>> ZmqChannel::Recv(std::chrono::milliseconds timeout) {
   try {
     WatchHandshakes();
     if (!monitor_) return Status::IoError("the connection to " + endpoint_ + " could not be reopened");
     zmq::pollitem_t items[2] = {{socket_.handle(), 0, ZMQ_POLLIN, 0},
                                 {monitor_->events_socket().handle(), 0, ZMQ_POLLIN, 0}};
-    if (zmq::poll(items, 2, timeout) == 0) return std::optional<zmq::message_t>();
+    if (zmq::poll(items, 2, timeout) == 0) return std::optional<Message>();
     if (items[1].revents & ZMQ_POLLIN) WatchHandshakes();
-    if (!(items[0].revents & ZMQ_POLLIN)) return std::optional<zmq::message_t>();
-    zmq::message_t m;
-    if (!socket_.recv(m, zmq::recv_flags::dontwait)) return std::optional<zmq::message_t>();
-    DiscardRemainingParts(socket_, m);
-    traffic_.bytes_received += m.size();
+    if (!(items[0].revents & ZMQ_POLLIN)) return std::optional<Message>();
+    auto m = std::make_shared<zmq::message_t>();
+    if (!socket_.recv(*m, zmq::recv_flags::dontwait)) return std::optional<Message>();
+    DiscardRemainingParts(socket_, *m);
+    traffic_.bytes_received += m->size();
     ++traffic_.frames_received;
-    return std::optional<zmq::message_t>(std::move(m));
+    return std::optional<Message>(Wrap(std::move(m)));
   } catch (const zmq::error_t& e) {
-    if (e.num() == EINTR) return std::optional<zmq::message_t>();
+    if (e.num() == EINTR) return std::optional<Message>();
     return Status::IoError(std::string("receive failed: ") + e.what());
   }
 }
 
-Status ClientChannel::Send(std::span<const uint8_t> frame, std::chrono::milliseconds timeout) {
+Status ZmqChannel::Send(std::span<const uint8_t> frame, std::chrono::milliseconds timeout) {
   try {
     zmq::pollitem_t item{socket_.handle(), 0, ZMQ_POLLOUT, 0};
     if (zmq::poll(&item, 1, timeout) == 0) return Status::Unavailable("not connected to " + endpoint_ + " (send timed out)");
@@ -276,21 +279,6 @@ Status ClientChannel::Send(std::span<const uint8_t> frame, std::chrono::millisec
     if (e.num() == EINTR) return Status::Cancelled("interrupted");
     return Status::IoError(std::string("send failed: ") + e.what());
   }
-}
-
-Status HandshakeFailure(const ClientChannel& channel, const std::string& who, const std::string& own_key) {
-  const std::string attempts = std::to_string(channel.handshake_failures_in_a_row());
-  const std::string& why = channel.last_handshake_failure();
-  if (channel.last_failure_was_auth())
-    return Status::PermissionDenied(who + " refused this key " + own_key + " (" + why + ", " + attempts +
-                                    " attempts): ask its operator to add this machine's .pub file to --allow-keys");
-  // Without keys, a CURVE server just closes the connection: the likeliest cause.
-  const std::string hint =
-      own_key.empty() ? "if it uses CURVE security, pass --secret-key and the server's public key"
-      : why.find("mechanisms differ") != std::string::npos
-          ? "it does not use CURVE (started without --secret-key?)"
-          : "check that the public key given for it (--server-key, or the @KEY of --peers) is really its key";
-  return Status::Unavailable("the handshake with " + who + " failed " + attempts + " times: " + why + "; " + hint);
 }
 
 }  // namespace shoal::transport

@@ -1,4 +1,4 @@
-#include "transport/zap.h"
+#include "transport/zmq/zap.h"
 
 #include <spdlog/spdlog.h>
 

@@ -12,22 +12,11 @@
 #include <zmq.hpp>
 
 #include "shoal/status.h"
+#include "transport/channel.h"
 
 namespace shoal::transport {
 
 struct MonitorEvent;
-
-// Counts of connection and handshake events.
-struct HandshakeStats {
-  uint64_t connections = 0;      // TCP connections accepted (server) or made (client)
-  uint64_t succeeded = 0;        // ZMTP handshakes completed (with CURVE: authenticated)
-  uint64_t failed_auth = 0;      // ZAP refused the key (server), or refused ours (client)
-  uint64_t failed_protocol = 0;  // bad greeting or command, wrong mechanism, failed decryption
-  uint64_t failed_other = 0;     // closed or timed out mid-handshake
-  uint64_t disconnected = 0;     // connections closed, after a handshake or during one
-  uint64_t failed() const { return failed_auth + failed_protocol + failed_other; }
-  void Add(const MonitorEvent& e);
-};
 
 struct MonitorEvent {
   uint16_t event = 0;   // ZMQ_EVENT_*
@@ -37,6 +26,9 @@ struct MonitorEvent {
   // One line for logs and client errors, e.g. "the key was refused (ZAP status 400)".
   std::string Describe() const;
 };
+
+// Adds one event to the counts (HandshakeStats is transport-neutral, in channel.h).
+void CountEvent(HandshakeStats& stats, const MonitorEvent& e);
 
 class SocketMonitor {
  public:
