@@ -88,6 +88,8 @@ class Client {
 
  private:
   class Impl;
+  friend class ClientFactory;  // the simulator's way in (internal: sdk/src/runtime/client/hooks.h)
+  explicit Client(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -11,6 +11,7 @@
 #include "backend/backend.h"
 #include "core/rng.h"
 #include "shoal/data.h"
+#include "nn/builtin_trainer.h"
 #include "nn/demo_optimizer.h"
 #include "nn/evaluate.h"
 #include "nn/loss_scaler.h"
@@ -40,9 +41,11 @@ nn::DynamicLossScaler::Options ScalerOptions(const BuiltinTrainerOptions& o) {
 
 class BuiltinTrainer final : public Trainer {
  public:
+  // `part`, when set, is this trainer's local data as given (the simulator's shared parts);
+  // `dataset` then only describes the shape.
   BuiltinTrainer(BuiltinTrainerOptions options, data::Dataset dataset, std::unique_ptr<Backend> backend,
-                 Precision precision)
-      : options_(std::move(options)), dataset_(std::move(dataset)), backend_(std::move(backend)),
+                 Precision precision, std::shared_ptr<const data::Dataset> part = nullptr)
+      : options_(std::move(options)), dataset_(std::move(dataset)), part_(std::move(part)), backend_(std::move(backend)),
         precision_(precision), scaler_(ScalerOptions(options_)) {}
 
   std::string name() const override { return "builtin"; }
@@ -55,6 +58,7 @@ class BuiltinTrainer final : public Trainer {
  private:
   BuiltinTrainerOptions options_;
   data::Dataset dataset_;  // everything the loader returned (train + held-out)
+  std::shared_ptr<const data::Dataset> part_;  // the local data as given, instead of split + partition
   std::unique_ptr<Backend> backend_;
   Precision precision_;
   nn::DynamicLossScaler scaler_;  // fp16 only; lives as long as the trainer (as GradScaler)
@@ -81,15 +85,20 @@ Status BuiltinTrainer::Configure(const TaskConfig& task) {
                                    " (the aggregator owns the seed; drop --seed or make them equal)");
   if (task.batch_size == 0) return Status::InvalidArgument("task batch_size must be > 0");
 
-  // 2. Held-out split, then this client's part of the training side.
-  SHOAL_ASSIGN_OR_RETURN(data::Split split, data::TrainTestSplit(dataset_, task.test_fraction, task.seed));
-  SHOAL_ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> parts,
-                         data::Partition(split.train.y, split.train.num_classes, options_.partition_count,
-                                         options_.partition_scheme, task.seed));
-  if (options_.partition_index >= parts.size())
-    return Status::InvalidArgument("partition " + std::to_string(options_.partition_index) + "/" +
-                                   std::to_string(options_.partition_count) + " does not exist");
-  data::Dataset local = data::Subset(split.train, parts[options_.partition_index]);
+  // 2. Held-out split, then this client's part of the training side (or the part given).
+  data::Dataset local;
+  if (part_) {
+    local = *part_;
+  } else {
+    SHOAL_ASSIGN_OR_RETURN(data::Split split, data::TrainTestSplit(dataset_, task.test_fraction, task.seed));
+    SHOAL_ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> parts,
+                           data::Partition(split.train.y, split.train.num_classes, options_.partition_count,
+                                           options_.partition_scheme, task.seed));
+    if (options_.partition_index >= parts.size())
+      return Status::InvalidArgument("partition " + std::to_string(options_.partition_index) + "/" +
+                                     std::to_string(options_.partition_count) + " does not exist");
+    local = data::Subset(split.train, parts[options_.partition_index]);
+  }
 
   // 3. The model must be exactly the one the aggregator holds.
   SHOAL_ASSIGN_OR_RETURN(nn::ModelSpec spec, nn::ParseModelSpec(task.model));
@@ -129,7 +138,8 @@ Status BuiltinTrainer::Configure(const TaskConfig& task) {
   batch_x_ = DeviceArray<float>(backend_.get(), static_cast<size_t>(task.batch_size) * local_.dim);
   batch_y_ = DeviceArray<int32_t>(backend_.get(), task.batch_size);
   configured_ = true;
-  spdlog::info("builtin trainer: {} on {} part {}/{} ({}): {} examples, {} parameters, backend {}, precision {}",
+  // One line per client process; the simulator's thousands of trainers log it at debug.
+  spdlog::log(part_ ? spdlog::level::debug : spdlog::level::info, "builtin trainer: {} on {} part {}/{} ({}): {} examples, {} parameters, backend {}, precision {}",
                nn::ModelSpecToString(model_->spec()), dataset_.name, options_.partition_index,
                options_.partition_count, options_.partition_scheme, local_.n, n, backend_->name(),
                PrecisionName(precision_));
@@ -138,6 +148,7 @@ Status BuiltinTrainer::Configure(const TaskConfig& task) {
 
 uint64_t BuiltinTrainer::num_examples() const {
   if (configured_) return static_cast<uint64_t>(local_.n);
+  if (part_) return static_cast<uint64_t>(part_->n);
   // Before Welcome the split is unknown: estimate with the default held-out share.
   const double train_share = 1.0 - TaskConfig{}.test_fraction;
   return static_cast<uint64_t>(std::llround(static_cast<double>(dataset_.n) * train_share /
@@ -296,5 +307,21 @@ StatusOr<std::unique_ptr<Trainer>> MakeBuiltinTrainer(const BuiltinTrainerOption
   return std::unique_ptr<Trainer>(
       std::make_unique<BuiltinTrainer>(options, std::move(dataset), std::move(backend), precision));
 }
+
+namespace nn {
+
+StatusOr<std::unique_ptr<Trainer>> MakeBuiltinTrainerOnPart(const BuiltinTrainerOptions& options,
+                                                           std::shared_ptr<const data::Dataset> part) {
+  SHOAL_ASSIGN_OR_RETURN(Precision precision, ParsePrecision(options.precision));
+  SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, MakeBackend(options.device));
+  data::Dataset shape;
+  shape.name = part->name;
+  shape.dim = part->dim;
+  shape.num_classes = part->num_classes;
+  return std::unique_ptr<Trainer>(
+      std::make_unique<BuiltinTrainer>(options, std::move(shape), std::move(backend), precision, std::move(part)));
+}
+
+}  // namespace nn
 
 }  // namespace shoal

@@ -21,6 +21,7 @@
 #include "crypto/crypto.h"
 #include "crypto/keys.h"
 #include "protocol/envelope.h"
+#include "runtime/client/hooks.h"
 #include "transport/zmq/zmq_channel.h"
 
 namespace shoal {
@@ -32,7 +33,8 @@ using wire::ErrorCode;
 
 class Client::Impl {
  public:
-  Impl(ClientOptions o, std::unique_ptr<Trainer> t) : o_(std::move(o)), trainer_(std::move(t)) {
+  Impl(ClientOptions o, std::unique_ptr<Trainer> t, ClientHooks hooks)
+      : o_(std::move(o)), trainer_(std::move(t)), hooks_(std::move(hooks)) {
     if (o_.name.empty()) o_.name = "client-" + std::to_string(::getpid());
   }
   ~Impl() {
@@ -87,7 +89,7 @@ class Client::Impl {
   Status HandleRoundTask(const wire::Envelope* env);
   Status RequestResync(uint64_t round, const std::string& why);
   Status FinishTraining();
-  void StartTraining(std::vector<float> global, RoundConfig config);
+  void StartTraining(ReplicaCache::Replica global, RoundConfig config);
   void StopTraining();
   void WorkerLoop();
   void TrainJob(std::span<const float> global, const RoundConfig& config);
@@ -95,6 +97,7 @@ class Client::Impl {
 
   ClientOptions o_;
   std::unique_ptr<Trainer> trainer_;
+  ClientHooks hooks_;
   std::atomic<bool> cancel_{false};
   zmq::context_t ctx_{1};
   std::unique_ptr<transport::Channel> channel_;
@@ -127,9 +130,16 @@ class Client::Impl {
   // Codecs of the task (upload: encode with error feedback; download: decode the global delta).
   std::unique_ptr<codec::Codec> up_codec_;
   std::unique_ptr<codec::Codec> down_codec_;
-  // This client's copy of the global model, kept bit-identical to the aggregator's.
-  std::vector<float> replica_;
+  // This client's copy of the global model, kept bit-identical to the aggregator's; immutable
+  // once made (shared with the training job, and through hooks_.replicas with other clients).
+  ReplicaCache::Replica replica_;
   std::string replica_hash_;
+  size_t replica_size() const { return replica_ ? replica_->size() : 0; }
+  void SetReplica(std::vector<float> model) {
+    replica_hash_ = crypto::ModelHash(model);
+    replica_ = hooks_.replicas ? hooks_.replicas->Intern(replica_hash_, std::move(model))
+                               : std::make_shared<const std::vector<float>>(std::move(model));
+  }
 
   // The round being received / trained.
   uint64_t task_round_ = 0;
@@ -139,7 +149,7 @@ class Client::Impl {
   Clock::time_point round_started_;
   // The training thread and the one round handed to it.
   struct Job {
-    std::vector<float> global;
+    ReplicaCache::Replica global;
     RoundConfig config;
   };
   std::thread worker_;
@@ -160,19 +170,24 @@ class Client::Impl {
   Stats stats_;
 };
 
-void Client::Impl::StartTraining(std::vector<float> global, RoundConfig config) {
+void Client::Impl::StartTraining(ReplicaCache::Replica global, RoundConfig config) {
   StopTraining();
   train_cancel_ = cancel_.load();
   train_done_ = false;
   progress_ = 0.0f;
   training_round_ = config.round;
+  training_ = true;
+  if (hooks_.train_inline) {  // on this thread, now; the loop collects the result as usual
+    TrainJob(*global, config);
+    train_done_ = true;
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(work_mu_);
     job_ = Job{std::move(global), config};
   }
   if (!worker_.joinable()) worker_ = std::thread([this] { WorkerLoop(); });
   work_cv_.notify_all();
-  training_ = true;
 }
 
 void Client::Impl::WorkerLoop() {
@@ -183,7 +198,7 @@ void Client::Impl::WorkerLoop() {
     Job job = std::move(*job_);
     job_.reset();
     lock.unlock();
-    TrainJob(job.global, job.config);
+    TrainJob(*job.global, job.config);
     lock.lock();
     train_done_ = true;
     work_cv_.notify_all();
@@ -300,7 +315,7 @@ Status Client::Impl::HandleWelcome(const wire::Envelope* env) {
     SHOAL_RETURN_IF_ERROR(st.WithContext("the aggregator's task does not fit this trainer"));
     configured_task_ = w->task;
     up_codec_.reset();
-    replica_.clear();
+    replica_.reset();
     replica_hash_.clear();
   }
   if (!up_codec_ || up_codec_->spec() != w->task.codec || down_codec_->spec() != w->task.codec_down) {
@@ -371,19 +386,18 @@ Status Client::Impl::HandleRoundTask(const wire::Envelope* env) {
         spdlog::warn("round {}: bad global model ({}); skipping the round", round, global.status().message());
         return Status::Ok();
       }
-      replica_ = std::move(*global);
-      replica_hash_ = crypto::ModelHash(replica_);
+      SetReplica(std::move(*global));
       break;
     }
     case wire::PayloadEncoding::Codec: {
       const std::string base = t->base_hash() ? t->base_hash()->str() : "";
-      if (replica_.size() != n || replica_hash_ != base) return RequestResync(round, "replica is not the delta's base");
+      if (replica_size() != n || replica_hash_ != base) return RequestResync(round, "replica is not the delta's base");
       std::vector<float> delta(n);
       Status decoded =
           down_codec_->Decode(bytes, codec::MakeRoundContext(welcome_->task.seed, t->delta_round(), 0), delta);
       if (!decoded.ok()) return RequestResync(round, "global delta does not decode: " + decoded.message());
-      for (size_t i = 0; i < n; ++i) replica_[i] += delta[i];
-      replica_hash_ = crypto::ModelHash(replica_);
+      for (size_t i = 0; i < n; ++i) delta[i] += (*replica_)[i];  // the next replica, as base + delta
+      SetReplica(std::move(delta));
       break;
     }
     case wire::PayloadEncoding::Unchanged:
@@ -392,7 +406,7 @@ Status Client::Impl::HandleRoundTask(const wire::Envelope* env) {
       spdlog::warn("round {}: unknown model encoding; skipping the round", round);
       return Status::Ok();
   }
-  if (replica_.size() != n || replica_hash_ != want) return RequestResync(round, "model hash mismatch");
+  if (replica_size() != n || replica_hash_ != want) return RequestResync(round, "model hash mismatch");
 
   auto config = protocol::DecodeRoundConfig(t->config(), round);
   if (!config.ok()) {
@@ -526,8 +540,15 @@ Status Client::Impl::HandshakeError() const {
 Status Client::Impl::Start() {
   transport::SocketOptions so;
   so.max_frame_bytes = static_cast<int64_t>(o_.max_frame_bytes);
-  SHOAL_RETURN_IF_ERROR(ConfigureSecurity(so));
-  SHOAL_ASSIGN_OR_RETURN(channel_, transport::ZmqChannel::Connect(ctx_, o_.connect, so));
+  if (hooks_.channel) {
+    if (!o_.secret_key_file.empty() || !o_.server_key.empty())
+      return Status::InvalidArgument("--secret-key/--server-key need a ZeroMQ connection, not " +
+                                     hooks_.channel->endpoint());
+    channel_ = std::move(hooks_.channel);
+  } else {
+    SHOAL_RETURN_IF_ERROR(ConfigureSecurity(so));
+    SHOAL_ASSIGN_OR_RETURN(channel_, transport::ZmqChannel::Connect(ctx_, o_.connect, so));
+  }
   num_examples_ = trainer_->num_examples();
   give_up_at_ = Clock::now() + milliseconds(o_.connect_timeout_ms);
   next_hello_ = Clock::now();
@@ -656,7 +677,31 @@ std::optional<Status> Client::Impl::Iterate(milliseconds max_wait) {
 }
 
 Client::Client(ClientOptions options, std::unique_ptr<Trainer> trainer)
-    : impl_(std::make_unique<Impl>(std::move(options), std::move(trainer))) {}
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(trainer), ClientHooks{})) {}
+Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+std::unique_ptr<Client> ClientFactory::Make(ClientOptions options, std::unique_ptr<Trainer> trainer, ClientHooks hooks) {
+  return std::unique_ptr<Client>(
+      new Client(std::make_unique<Client::Impl>(std::move(options), std::move(trainer), std::move(hooks))));
+}
+
+ReplicaCache::Replica ReplicaCache::Intern(const std::string& hash, std::vector<float> model) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& slot = by_hash_[hash];
+  if (auto live = slot.lock()) return live;
+  auto made = std::make_shared<const std::vector<float>>(std::move(model));
+  slot = made;
+  // Forget dead entries now and then, so the map stays the size of the live set.
+  if (by_hash_.size() > 64) std::erase_if(by_hash_, [](const auto& kv) { return kv.second.expired(); });
+  return made;
+}
+
+size_t ReplicaCache::live() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const auto& [hash, w] : by_hash_) n += !w.expired();
+  return n;
+}
 Client::~Client() = default;
 Status Client::Run() { return impl_->Run(); }
 Status Client::Poll(uint32_t timeout_ms, bool* finished) {

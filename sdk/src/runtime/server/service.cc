@@ -80,9 +80,11 @@ class Service::Impl {
  public:
   explicit Impl(const AggregatorOptions& o) : o_(o) {}
 
-  Status Init();
+  // Binds `listener`, or a ZeroMQ listener on options.listen when it is null.
+  Status Init(std::unique_ptr<transport::Listener> listener);
   Status Run(const std::atomic<bool>& stop, std::atomic<bool>* reload);
   std::string endpoint() const { return server_->endpoint(); }
+  uint64_t rounds_completed() const { return last_completed_; }
 
  private:
   struct ClientState {
@@ -202,7 +204,7 @@ class Service::Impl {
   uint64_t resyncs_ = 0;  // this round
 };
 
-Status Service::Impl::Init() {
+Status Service::Impl::Init(std::unique_ptr<transport::Listener> listener) {
   if (o_.min_clients == 0) return Status::InvalidArgument("--min-clients must be at least 1");
   if (!(o_.fraction > 0.0 && o_.fraction <= 1.0)) return Status::InvalidArgument("--fraction must be in (0, 1]");
   if (o_.batch_size == 0) return Status::InvalidArgument("--batch-size must be at least 1");
@@ -304,8 +306,14 @@ Status Service::Impl::Init() {
   transport::SocketOptions so;
   so.max_frame_bytes = static_cast<int64_t>(max_frame_bytes_);
   so.recv_hwm = static_cast<int>(o_.recv_hwm);
-  SHOAL_RETURN_IF_ERROR(InitSecurity(so));
-  SHOAL_ASSIGN_OR_RETURN(server_, transport::ZmqListener::Bind(ctx_, o_.listen, so));
+  if (listener) {
+    if (!o_.secret_key.empty() || !o_.allow_keys.empty())
+      return Status::InvalidArgument("--secret-key/--allow-keys need a ZeroMQ listener, not " + listener->endpoint());
+    server_ = std::move(listener);
+  } else {
+    SHOAL_RETURN_IF_ERROR(InitSecurity(so));
+    SHOAL_ASSIGN_OR_RETURN(server_, transport::ZmqListener::Bind(ctx_, o_.listen, so));
+  }
   session_ = crypto::RandomU64() | 1;  // never 0, which Hello uses
   spdlog::info("listening on {} (model {}: {} parameters, dataset {}: {} held-out examples, strategy {})",
                server_->endpoint(), task_.model, global_.size(), o_.dataset, test_.n, strategy_->name());
@@ -932,8 +940,13 @@ Status Service::Impl::Run(const std::atomic<bool>& stop, std::atomic<bool>* relo
 }
 
 StatusOr<std::unique_ptr<Service>> Service::Create(const AggregatorOptions& options) {
+  return Create(options, nullptr);
+}
+
+StatusOr<std::unique_ptr<Service>> Service::Create(const AggregatorOptions& options,
+                                                   std::unique_ptr<transport::Listener> listener) {
   auto impl = std::make_unique<Impl>(options);
-  SHOAL_RETURN_IF_ERROR(impl->Init());
+  SHOAL_RETURN_IF_ERROR(impl->Init(std::move(listener)));
   return std::unique_ptr<Service>(new Service(std::move(impl)));
 }
 
@@ -941,5 +954,6 @@ Service::Service(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Service::~Service() = default;
 Status Service::Run(const std::atomic<bool>& stop, std::atomic<bool>* reload) { return impl_->Run(stop, reload); }
 std::string Service::endpoint() const { return impl_->endpoint(); }
+uint64_t Service::rounds_completed() const { return impl_->rounds_completed(); }
 
 }  // namespace shoal::aggregator

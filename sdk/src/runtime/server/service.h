@@ -1,6 +1,7 @@
 // The aggregator service: registers clients, runs rounds, aggregates with a Strategy,
 // evaluates on the held-out split, checkpoints and writes metrics. One thread, one event
-// loop over a ROUTER socket: the constructor (Create) does all setup, Run() only the loop.
+// loop over a transport::Listener (ZeroMQ, or the in-process network): Create does all
+// setup, Run() only the loop.
 #pragma once
 
 #include <atomic>
@@ -11,6 +12,7 @@
 #include "shoal/status.h"
 #include "shoal/trainer.h"
 #include "aggregate/strategy.h"
+#include "transport/channel.h"
 
 namespace shoal::aggregator {
 
@@ -52,6 +54,11 @@ class Service {
   // Loads the dataset, builds the model (or restores the checkpoint), binds the socket.
   // Every failure is one clear message (port in use, missing dataset, bad flag, ...).
   static StatusOr<std::unique_ptr<Service>> Create(const AggregatorOptions& options);
+  // The same over a listener the caller made (the in-process network of tests and shoal-sim):
+  // options.listen, secret_key, allow_keys and insecure do not apply (InvalidArgument if keys
+  // are given: such a listener has no transport security).
+  static StatusOr<std::unique_ptr<Service>> Create(const AggregatorOptions& options,
+                                                   std::unique_ptr<transport::Listener> listener);
   ~Service();
   Service(const Service&) = delete;
   Service& operator=(const Service&) = delete;
@@ -64,6 +71,9 @@ class Service {
 
   // The endpoint actually bound (e.g. the port chosen for tcp://127.0.0.1:0).
   std::string endpoint() const;
+  // The last completed round (after a resume: counting the checkpointed ones). Read it while
+  // Run is not running.
+  uint64_t rounds_completed() const;
 
   class Impl;
 

@@ -24,6 +24,7 @@ struct Pending {
   uint64_t seq = 0;      // ties keep sending order
   std::string peer;      // routing id of the connection it travelled on
   SharedFrame frame;
+  std::shared_ptr<const std::atomic<bool>> cut;  // set when that connection was cut: the frame is lost
   bool operator>(const Pending& o) const { return std::tie(at, seq) > std::tie(o.at, o.seq); }
 };
 
@@ -95,7 +96,8 @@ struct Network::Link {
   std::mutex mu;  // guards up and down
   Direction up, down;
   TimedQueue to_channel;
-  std::atomic<bool> open{true};
+  std::atomic<bool> open{true};  // false once closed or cut: nothing more is sent either way
+  std::shared_ptr<std::atomic<bool>> cut = std::make_shared<std::atomic<bool>>(false);  // frames in flight are lost
 };
 
 struct Network::Port {
@@ -119,7 +121,7 @@ class InprocListener final : public Listener {
     for (;;) {
       auto p = port_->inbox.Pop(std::max(milliseconds(0), std::chrono::duration_cast<milliseconds>(deadline - Clock::now())));
       if (!p) return std::optional<Inbound>();
-      if (!LinkOpen(p->peer)) {  // its connection closed while the frame was in flight
+      if (p->cut && p->cut->load()) {  // its connection was cut while the frame was in flight
         net_->Count(&NetworkStats::frames_cut);
         continue;
       }
@@ -139,7 +141,11 @@ class InprocListener final : public Listener {
       std::lock_guard<std::mutex> lock(port_->mu);
       if (auto it = port_->links.find(peer); it != port_->links.end()) link = it->second.lock();
     }
-    if (!link || !link->open) return Status::Unavailable("peer is no longer connected");
+    if (!link || !link->open) {
+      std::lock_guard<std::mutex> lock(port_->mu);
+      if (port_->links.erase(peer)) ++handshakes_.disconnected;
+      return Status::Unavailable("peer is no longer connected");
+    }
     std::optional<Clock::time_point> at;
     {
       std::lock_guard<std::mutex> lock(link->mu);
@@ -151,7 +157,7 @@ class InprocListener final : public Listener {
       net_->Count(&NetworkStats::frames_lost);
       return true;  // gone on the wire, as far as the sender can tell
     }
-    link->to_channel.Push({*at, 0, peer, frame});
+    link->to_channel.Push({*at, 0, peer, frame, nullptr});
     return true;
   }
 
@@ -161,17 +167,6 @@ class InprocListener final : public Listener {
   bool secure() const override { return false; }
 
  private:
-  bool LinkOpen(const std::string& peer) {
-    std::lock_guard<std::mutex> lock(port_->mu);
-    auto it = port_->links.find(peer);
-    if (it == port_->links.end()) return false;
-    auto link = it->second.lock();
-    if (link && link->open) return true;
-    port_->links.erase(it);
-    ++handshakes_.disconnected;
-    return false;
-  }
-
   std::shared_ptr<Network> net_;
   std::shared_ptr<Network::Port> port_;
   std::string endpoint_;
@@ -223,7 +218,7 @@ class InprocChannel final : public Channel {
       net_->Count(&NetworkStats::frames_lost);
       return Status::Ok();
     }
-    port->inbox.Push({*at, 0, link_->id, std::move(shared)});
+    port->inbox.Push({*at, 0, link_->id, std::move(shared), link_->cut});
     return Status::Ok();
   }
 
@@ -318,6 +313,7 @@ bool Network::Cut(const std::string& peer) {
   }
   if (!link || !link->open) return false;
   link->open = false;
+  *link->cut = true;
   Count(&NetworkStats::frames_cut, link->to_channel.Clear());
   return true;
 }

@@ -7,10 +7,12 @@
 // latency, a bandwidth (frames are serialized through the link one after another, so a big
 // frame delays the ones behind it), and a frame-loss probability. Loss decisions come from
 // Rng(seed, connection number), so a run with the same seed and the same order of connects
-// drops the same frames; delivery times follow the real clock. Disconnects: Cut(peer) closes
-// a connection as a dead TCP link would (the listener's Send to it says Unavailable, queued
-// frames are lost; the channel reconnects under a new routing id on its next Send, as a
-// ZeroMQ DEALER does); destroying a Channel closes its connection the same way.
+// drops the same frames; delivery times follow the real clock. Disconnects: Cut(peer) breaks
+// a connection as a dead TCP link would (frames in flight either way are lost, the
+// listener's Send to it says Unavailable, and the channel reconnects under a new routing id
+// on its next Send, as a ZeroMQ DEALER does). Destroying a Channel closes its connection as
+// closing a socket with linger does: what it already sent still arrives, nothing more reaches
+// it.
 //
 // Differences from ZeroMQ, on purpose: no handshake and no security (everything in one
 // process is trusted; `secure()` is false, user ids are empty), no high-water marks (queues

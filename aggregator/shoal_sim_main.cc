@@ -1,0 +1,82 @@
+// shoal-sim: a federation of N virtual clients in one process (sdk/src/runtime/sim): the real
+// aggregator and client code over the in-process network. Takes every task and round option
+// of shoal-aggregator.
+#include <boost/program_options.hpp>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+
+#include "core/cli.h"
+#include "core/cli_options.h"
+#include "runtime/server/service_flags.h"
+#include "runtime/sim/simulator.h"
+
+namespace po = boost::program_options;
+
+namespace {
+
+constexpr const char* kProgram = "shoal-sim";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  shoal::sim::SimOptions o;
+  shoal::aggregator::ServiceFlags flags;
+  std::string config_file, log_level;
+  o.server.rounds = 20;
+  o.server.fraction = 0.1;
+
+  po::options_description general("General");
+  general.add_options()
+      ("help,h", "show this help and exit")
+      ("version", "print the version and exit")
+      ("config", po::value(&config_file), "read options from FILE (key = value lines, same names as the flags)")
+      ("log-level", po::value(&log_level)->default_value("warn"), "trace, debug, info, warn, error or off");
+
+  po::options_description simulation("Simulation");
+  simulation.add_options()
+      ("clients", po::value(&o.clients)->default_value(o.clients), "virtual clients")
+      ("partition-scheme", po::value(&o.partition_scheme)->default_value(o.partition_scheme), "iid or dirichlet:ALPHA")
+      ("min-part", po::value(&o.min_part)->default_value(o.min_part), "fewest examples in a part; more clients than parts share parts")
+      ("threads", po::value(&o.threads)->default_value(o.threads), "threads driving the clients (0 = one per core)")
+      ("churn", po::value(&o.churn)->default_value(o.churn), "per round, share of the selected clients that die mid-round, [0, 1)")
+      ("churn-restart", po::value(&o.churn_restart_ms)->default_value(o.churn_restart_ms), "milliseconds until a dead client reconnects")
+      ("latency-ms", po::value(&o.latency_ms)->default_value(o.latency_ms), "median one-way link latency")
+      ("latency-spread", po::value(&o.latency_spread)->default_value(o.latency_spread), "standard deviation of log(latency) across clients")
+      ("up-mbps", po::value(&o.up_mbps)->default_value(o.up_mbps), "median upload rate, Mbit/s (0 = unlimited)")
+      ("down-mbps", po::value(&o.down_mbps)->default_value(o.down_mbps), "median download rate, Mbit/s (0 = unlimited)")
+      ("bandwidth-spread", po::value(&o.bandwidth_spread)->default_value(o.bandwidth_spread), "standard deviation of log(rate) across clients")
+      ("stragglers", po::value(&o.stragglers)->default_value(o.stragglers), "share of clients whose updates arrive late")
+      ("straggler-ms", po::value(&o.straggler_ms)->default_value(o.straggler_ms), "how late a straggler's updates arrive");
+
+  po::options_description all("Usage: shoal-sim --clients N [options]\n\n"
+                              "Runs the aggregator and N virtual clients in this process over an in-process network\n"
+                              "(the real protocol and wire format), and writes the aggregator's metrics.\n"
+                              "Example:\n  shoal-sim --clients 10000 --fraction 0.1 --rounds 20 --dataset digits \\\n"
+                              "    --lr 0.1 --momentum 0.9 --metrics-out sim.jsonl\n");
+  all.add(general).add(simulation).add(shoal::aggregator::RoundOptions(o.server, flags)).add(shoal::aggregator::TaskOptions(o.server, flags));
+
+  po::variables_map vm;
+  if (auto exit_code = shoal::cli::ParseOptions(argc, argv, all, vm, kProgram)) return *exit_code;
+  if (auto st = shoal::cli::InitLogging(log_level, "sim"); !st.ok()) return shoal::cli::Fail(kProgram, st.message(), 2);
+  if (auto st = shoal::aggregator::ApplyServiceFlags(flags, o.server); !st.ok()) return shoal::cli::Fail(kProgram, st.message(), 2);
+  // Rounds start once every virtual client has registered, unless told otherwise.
+  if (vm["min-clients"].defaulted()) o.server.min_clients = o.clients;
+
+  const auto& stop = shoal::cli::InstallStopSignals();
+  auto sim = shoal::sim::Simulator::Create(o);
+  if (!sim.ok()) {
+    const bool usage = sim.status().code() == shoal::StatusCode::kInvalidArgument;
+    return shoal::cli::Fail(kProgram, sim.status().message(), usage ? 2 : 1);
+  }
+  auto report = (*sim)->Run(stop);
+  if (!report.ok()) return shoal::cli::Fail(kProgram, report.status().message());
+  const auto& r = *report;
+  std::printf("shoal-sim: %u clients (%u data parts), %llu rounds in %.2f s (%.3f s/round; setup %.2f s), %llu churn "
+              "deaths, %llu frames lost, %zu model versions held at most, peak RSS %.1f MiB\n",
+              o.clients, r.parts, static_cast<unsigned long long>(r.rounds), r.seconds,
+              r.rounds ? r.seconds / static_cast<double>(r.rounds) : 0.0, r.setup_seconds,
+              static_cast<unsigned long long>(r.deaths), static_cast<unsigned long long>(r.frames_lost),
+              r.live_replicas_peak, static_cast<double>(r.peak_rss_bytes) / (1 << 20));
+  return 0;
+}

@@ -1,0 +1,89 @@
+// The aggregator's command-line options, declared once for every CLI that runs the service:
+// shoal-aggregator, and shoal-sim (which accepts every task and strategy option of it).
+// Header-only Boost.Program_options, like core/cli_options.h, so libshoal does not link Boost.
+#pragma once
+
+#include <boost/program_options.hpp>
+#include <cmath>
+#include <string>
+
+#include "core/cli.h"
+#include "runtime/server/service.h"
+
+namespace shoal::aggregator {
+
+// What the flags hold before they become AggregatorOptions (seconds, byte sizes as text).
+struct ServiceFlags {
+  std::string chunk_size = "16M";
+  std::string optimizer = "sgd";
+  double round_timeout_s = 60, heartbeat_s = 1, heartbeat_timeout_s = 10;
+};
+
+// Round and liveness rules, limits, outputs: everything of the service but its transport.
+inline boost::program_options::options_description RoundOptions(AggregatorOptions& o, ServiceFlags& f) {
+  namespace po = boost::program_options;
+  po::options_description d("Rounds");
+  d.add_options()
+      ("rounds", po::value(&o.rounds)->default_value(o.rounds), "stop after N completed rounds and send clients Bye (0 = serve until stopped)")
+      ("min-clients", po::value(&o.min_clients)->default_value(o.min_clients), "registered clients needed before a round starts")
+      ("fraction", po::value(&o.fraction)->default_value(o.fraction), "share of registered clients selected per round, in (0, 1]")
+      ("min-results", po::value(&o.min_results)->default_value(o.min_results), "updates needed to change the model in a round")
+      ("round-timeout", po::value(&f.round_timeout_s)->default_value(f.round_timeout_s), "seconds a round waits for updates")
+      ("heartbeat-interval", po::value(&f.heartbeat_s)->default_value(f.heartbeat_s), "seconds between client heartbeats")
+      ("heartbeat-timeout", po::value(&f.heartbeat_timeout_s)->default_value(f.heartbeat_timeout_s), "seconds of silence before a client is dropped")
+      ("chunk-size", po::value(&f.chunk_size)->default_value(f.chunk_size), "payload chunk size on the wire (bytes, or with K/M/G)")
+      ("max-clients", po::value(&o.max_clients)->default_value(o.max_clients), "registration cap")
+      ("max-update-norm", po::value(&o.max_update_norm)->default_value(o.max_update_norm), "reject client updates with a larger L2 norm (0 = no bound)")
+      ("metrics-out", po::value(&o.metrics_out), "append one JSON object per round to FILE")
+      ("checkpoint-dir", po::value(&o.checkpoint_dir), "checkpoint every completed round into DIR")
+      ("resume", po::bool_switch(&o.resume), "continue from --checkpoint-dir's last completed round")
+      ("device", po::value(&o.device)->default_value(o.device), "evaluation backend: auto, cpu, cuda[:N]")
+      ("codec", po::value(&o.codec)->default_value(o.codec), "upload codec, e.g. int8, ef|topk:ratio=0.01|int8, demo:chunk=64,topk=8,bits=1 (none = dense fp32)")
+      ("codec-down", po::value(&o.codec_down), "download codec for the global delta (default: same as --codec)");
+  return d;
+}
+
+// The task sent to every client at Welcome, and the strategy.
+inline boost::program_options::options_description TaskOptions(AggregatorOptions& o, ServiceFlags& f) {
+  namespace po = boost::program_options;
+  po::options_description d("Task (sent to every client at Welcome)");
+  d.add_options()
+      ("model", po::value(&o.model)->default_value(o.model), "model spec: mlp, mlp:H1,H2,..., mlp:H1,act=gelu, linear")
+      ("dataset", po::value(&o.dataset)->default_value(o.dataset), "digits, csv:PATH or idx:IMAGES,LABELS")
+      ("data-dir", po::value(&o.data_dir), "dataset cache (default $SHOAL_DATA_DIR or ~/.cache/shoal)")
+      ("seed", po::value(&o.seed)->default_value(o.seed), "seed for model init, data split and client sampling")
+      ("test-fraction", po::value(&o.test_fraction)->default_value(o.test_fraction), "held-out share of the dataset")
+      ("strategy", po::value(&o.strategy.name)->default_value(o.strategy.name), "fedavg, fedprox or demo (sign of the mean, for --client-optimizer demo)")
+      ("prox-mu", po::value(&o.strategy.prox_mu)->default_value(o.strategy.prox_mu), "FedProx proximal coefficient")
+      ("server-lr", po::value(&o.strategy.server_learning_rate)->default_value(o.strategy.server_learning_rate), "scale of the averaged update")
+      ("lr", po::value(&o.strategy.learning_rate)->default_value(o.strategy.learning_rate), "client learning rate")
+      ("local-epochs", po::value(&o.strategy.local_epochs)->default_value(o.strategy.local_epochs), "local passes over the data per round")
+      ("local-steps", po::value(&o.strategy.local_steps)->default_value(o.strategy.local_steps), "if > 0: exactly this many local minibatch steps per round")
+      ("batch-size", po::value(&o.batch_size)->default_value(o.batch_size), "client minibatch size")
+      ("client-optimizer", po::value(&f.optimizer)->default_value(f.optimizer), "client optimizer: sgd, adamw or demo (DeMo; needs --strategy demo)")
+      ("client-demo-decay", po::value(&o.optimizer.demo_decay)->default_value(o.optimizer.demo_decay), "demo: momentum decay")
+      ("client-demo-chunk", po::value(&o.optimizer.demo_chunk)->default_value(o.optimizer.demo_chunk), "demo: DCT chunk side")
+      ("client-demo-topk", po::value(&o.optimizer.demo_topk)->default_value(o.optimizer.demo_topk), "demo: DCT coefficients extracted per chunk")
+      ("momentum", po::value(&o.optimizer.momentum)->default_value(o.optimizer.momentum), "sgd momentum")
+      ("nesterov", po::bool_switch(&o.optimizer.nesterov), "sgd Nesterov momentum")
+      ("weight-decay", po::value(&o.optimizer.weight_decay)->default_value(o.optimizer.weight_decay), "weight decay");
+  return d;
+}
+
+// Moves the parsed flags into `o`; InvalidArgument names the flag.
+inline Status ApplyServiceFlags(const ServiceFlags& f, AggregatorOptions& o) {
+  auto chunk = cli::ParseByteSize(f.chunk_size);
+  if (!chunk.ok()) return Status::InvalidArgument("--chunk-size: " + chunk.status().message());
+  if (*chunk > (1u << 30)) return Status::InvalidArgument("--chunk-size must be at most 1G");
+  o.chunk_bytes = static_cast<uint32_t>(*chunk);
+  if (!(f.round_timeout_s > 0) || !(f.heartbeat_s > 0) || !(f.heartbeat_timeout_s > 0))
+    return Status::InvalidArgument("timeouts and intervals must be positive");
+  auto millis = [](double s) { return static_cast<uint32_t>(std::llround(s * 1000.0)); };
+  o.round_timeout_ms = millis(f.round_timeout_s);
+  o.heartbeat_interval_ms = millis(f.heartbeat_s);
+  o.heartbeat_timeout_ms = millis(f.heartbeat_timeout_s);
+  o.optimizer.name = f.optimizer;
+  return Status::Ok();
+}
+
+}  // namespace shoal::aggregator

@@ -1,0 +1,257 @@
+#include "runtime/sim/simulator.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#include "core/rng.h"
+#include "nn/builtin_trainer.h"
+#include "runtime/client/hooks.h"
+#include "shoal/data.h"
+#include "transport/inproc/network.h"
+
+namespace shoal::sim {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace {
+
+constexpr const char* kListenName = "aggregator";
+// Streams of the task seed that only the simulator uses (links, churn), apart from the split,
+// partition and shuffle streams every process derives from the same seed.
+constexpr uint64_t kLinkSeedTag = 0x73696d2d6c696e6bULL;   // "sim-link"
+constexpr uint64_t kChurnSeedTag = 0x73696d2d63687572ULL;  // "sim-chur"
+
+uint64_t PeakRssBytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+  return 0;
+}
+
+// A virtual client's trainer: the built-in trainer on a shared part, made for each round and
+// dropped after it, so an idle client holds no model, optimizer or data of its own.
+class SimTrainer final : public Trainer {
+ public:
+  SimTrainer(const BuiltinTrainerOptions& options, std::shared_ptr<const data::Dataset> part,
+             const std::atomic<bool>* die)
+      : options_(options), part_(std::move(part)), die_(die) {}
+  std::string name() const override { return "builtin-sim"; }
+  Status Configure(const TaskConfig& task) override {
+    if (task.optimizer.name == "demo")
+      return Status::InvalidArgument(
+          "shoal-sim does not run --client-optimizer demo: DeMo's momentum lives in the client between rounds, "
+          "which virtual clients do not keep");
+    task_ = task;
+    return Status::Ok();
+  }
+  uint64_t num_examples() const override { return static_cast<uint64_t>(part_->n); }
+  Status Train(std::span<const float> global, const RoundConfig& round, const TrainContext& ctx,
+               TrainResult* out) override {
+    if (die_->load()) return Status::Cancelled("the simulator killed this client mid-round");
+    SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> t, nn::MakeBuiltinTrainerOnPart(options_, part_));
+    SHOAL_RETURN_IF_ERROR(t->Configure(task_));
+    return t->Train(global, round, ctx, out);
+  }
+
+ private:
+  const BuiltinTrainerOptions& options_;
+  std::shared_ptr<const data::Dataset> part_;
+  const std::atomic<bool>* die_;
+  TaskConfig task_;
+};
+
+// One virtual client and what the simulator knows of it.
+struct Slot {
+  uint32_t index = 0;
+  std::string name;
+  uint32_t part = 0;
+  transport::inproc::LinkProfile up, down;
+  std::unique_ptr<Client> client;
+  std::atomic<bool> die{false};        // churn chose it this round (set from its own event callback)
+  std::optional<Clock::time_point> restart_at;  // dead until then
+  bool finished = false;
+  Status result;
+};
+
+double LogNormal(Rng& rng, double median, double spread) {
+  return spread > 0.0 ? median * std::exp(spread * rng.Normal()) : median;
+}
+
+}  // namespace
+
+class Simulator::Impl {
+ public:
+  explicit Impl(SimOptions o) : o_(std::move(o)) {}
+  Status Init();
+  StatusOr<SimReport> Run(const std::atomic<bool>& stop);
+
+ private:
+  void MakeClient(Slot& s);
+  void Drive(uint32_t thread, const std::atomic<bool>& stop);
+
+  SimOptions o_;
+  std::shared_ptr<transport::inproc::Network> net_;
+  std::unique_ptr<aggregator::Service> service_;
+  std::shared_ptr<ReplicaCache> replicas_ = std::make_shared<ReplicaCache>();
+  BuiltinTrainerOptions trainer_options_;
+  std::vector<std::shared_ptr<const data::Dataset>> parts_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::atomic<bool> service_done_{false};
+  std::atomic<uint64_t> deaths_{0};
+  std::atomic<size_t> live_replicas_peak_{0};
+  double setup_seconds_ = 0.0;
+};
+
+Status Simulator::Impl::Init() {
+  const auto started = Clock::now();
+  if (o_.clients == 0) return Status::InvalidArgument("--clients must be at least 1");
+  if (o_.server.rounds == 0) return Status::InvalidArgument("shoal-sim needs --rounds N (N > 0)");
+  if (!(o_.churn >= 0.0 && o_.churn < 1.0)) return Status::InvalidArgument("--churn must be in [0, 1)");
+  if (!(o_.stragglers >= 0.0 && o_.stragglers <= 1.0)) return Status::InvalidArgument("--stragglers must be in [0, 1]");
+  for (double v : {o_.latency_ms, o_.latency_spread, o_.up_mbps, o_.down_mbps, o_.bandwidth_spread, o_.straggler_ms})
+    if (!(v >= 0.0 && std::isfinite(v)))
+      return Status::InvalidArgument("link and straggler figures must be finite and >= 0");
+  if (o_.min_part < 1) return Status::InvalidArgument("--min-part must be at least 1");
+  if (o_.threads == 0) o_.threads = std::max(1u, std::thread::hardware_concurrency());
+  o_.threads = std::min(o_.threads, o_.clients);
+
+  // The data, once: the held-out split as the service makes it, then the parts.
+  const std::string data_dir = o_.server.data_dir.empty() ? data::DefaultDataDir() : o_.server.data_dir;
+  SHOAL_ASSIGN_OR_RETURN(data::Dataset full, data::LoadDataset(o_.server.dataset, data_dir));
+  SHOAL_ASSIGN_OR_RETURN(data::Split split, data::TrainTestSplit(full, o_.server.test_fraction, o_.server.seed));
+  const uint32_t max_parts = static_cast<uint32_t>(std::max<int64_t>(1, split.train.n / o_.min_part));
+  const uint32_t num_parts = std::min(o_.clients, max_parts);
+  SHOAL_ASSIGN_OR_RETURN(auto parts, data::Partition(split.train.y, split.train.num_classes, num_parts,
+                                                     o_.partition_scheme, o_.server.seed, o_.min_part));
+  for (const auto& idx : parts) parts_.push_back(std::make_shared<const data::Dataset>(data::Subset(split.train, idx)));
+  if (num_parts < o_.clients)
+    spdlog::warn("{} clients share {} parts of the {} training examples of {} (at least {} each): client i trains on "
+                 "part i mod {}", o_.clients, num_parts, split.train.n, o_.server.dataset, o_.min_part, num_parts);
+  trainer_options_.device = "cpu";
+  trainer_options_.seed = o_.server.seed;
+
+  // The service on the in-process network.
+  net_ = transport::inproc::Network::Create(o_.server.seed);
+  o_.server.listen = std::string("inproc-sim://") + kListenName;
+  o_.server.max_clients = std::max(o_.server.max_clients, o_.clients);
+  SHOAL_ASSIGN_OR_RETURN(auto listener, net_->Listen(kListenName));
+  SHOAL_ASSIGN_OR_RETURN(service_, aggregator::Service::Create(o_.server, std::move(listener)));
+
+  // The clients' links, drawn once from the seed.
+  for (uint32_t i = 0; i < o_.clients; ++i) {
+    auto s = std::make_unique<Slot>();
+    s->index = i;
+    s->name = "sim-" + std::to_string(i);
+    s->part = i % num_parts;
+    Rng rng(o_.server.seed ^ kLinkSeedTag, i);
+    const auto latency = std::chrono::microseconds(std::llround(LogNormal(rng, o_.latency_ms, o_.latency_spread) * 1000));
+    s->up.latency = s->down.latency = latency;
+    s->up.bytes_per_second = LogNormal(rng, o_.up_mbps, o_.bandwidth_spread) * 1e6 / 8;
+    s->down.bytes_per_second = LogNormal(rng, o_.down_mbps, o_.bandwidth_spread) * 1e6 / 8;
+    if (rng.UniformDouble() < o_.stragglers)
+      s->up.latency += std::chrono::microseconds(std::llround(o_.straggler_ms * 1000));
+    MakeClient(*s);
+    slots_.push_back(std::move(s));
+  }
+  setup_seconds_ = std::chrono::duration<double>(Clock::now() - started).count();
+  spdlog::info("shoal-sim: {} clients on {} threads, {} data parts; service on {}", o_.clients, o_.threads, num_parts,
+               o_.server.listen);
+  return Status::Ok();
+}
+
+void Simulator::Impl::MakeClient(Slot& s) {
+  ClientOptions co;
+  co.name = s.name;
+  co.connect = std::string("inproc-sim://") + kListenName;
+  // Thousands of clients register through one service thread: give them time.
+  co.connect_timeout_ms = 600000;
+  const double churn = o_.churn;
+  const uint64_t seed = o_.server.seed ^ kChurnSeedTag, n = o_.clients;
+  Slot* slot = &s;
+  co.on_event = [slot, churn, seed, n](const ClientEvent& e) {
+    if (e.kind != ClientEvent::Kind::kRoundStarted || churn <= 0.0) return;
+    Rng rng(seed, e.round * n + slot->index);
+    if (rng.UniformDouble() < churn) slot->die = true;
+  };
+  ClientHooks hooks;
+  hooks.channel = net_->Connect(kListenName, s.up, s.down);
+  hooks.train_inline = true;
+  hooks.replicas = replicas_;
+  s.client = ClientFactory::Make(std::move(co), std::make_unique<SimTrainer>(trainer_options_, parts_[s.part], &s.die),
+                                 std::move(hooks));
+  s.restart_at.reset();
+}
+
+// Polls every `threads`-th client, from `thread` on, until the service is done.
+void Simulator::Impl::Drive(uint32_t thread, const std::atomic<bool>& stop) {
+  while (!stop.load() && !service_done_.load()) {
+    const auto now = Clock::now();
+    for (size_t i = thread; i < slots_.size(); i += o_.threads) {
+      Slot& s = *slots_[i];
+      if (!s.client) {
+        if (!s.restart_at || now < *s.restart_at) continue;
+        MakeClient(s);  // back after its death: a fresh connection under the same name
+      }
+      bool finished = false;
+      Status st = s.client->Poll(0, &finished);
+      if (s.die.exchange(false)) {  // killed mid-round: no update, no Bye
+        s.client.reset();
+        s.restart_at = now + milliseconds(o_.churn_restart_ms);
+        deaths_.fetch_add(1);
+        continue;
+      }
+      if (finished) {
+        s.client.reset();
+        s.finished = true;
+        s.result = st;
+        if (!st.ok()) spdlog::warn("{} stopped: {}", s.name, st.message());
+      }
+    }
+    if (thread == 0) {
+      const size_t live = replicas_->live();
+      if (live > live_replicas_peak_.load()) live_replicas_peak_ = live;
+    }
+    std::this_thread::sleep_for(milliseconds(1));
+  }
+}
+
+StatusOr<SimReport> Simulator::Impl::Run(const std::atomic<bool>& stop) {
+  const auto started = Clock::now();
+  std::vector<std::thread> drivers;
+  for (uint32_t t = 0; t < o_.threads; ++t) drivers.emplace_back([this, t, &stop] { Drive(t, stop); });
+  Status served = service_->Run(stop);
+  service_done_ = true;
+  for (auto& d : drivers) d.join();
+  SimReport r;
+  r.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  r.setup_seconds = setup_seconds_;
+  r.rounds = service_->rounds_completed();
+  r.parts = static_cast<uint32_t>(parts_.size());
+  r.deaths = deaths_.load();
+  r.frames_lost = net_->stats().frames_lost;
+  r.live_replicas_peak = live_replicas_peak_.load();
+  r.peak_rss_bytes = PeakRssBytes();
+  slots_.clear();  // clients close their channels before the service goes
+  SHOAL_RETURN_IF_ERROR(served);
+  return r;
+}
+
+StatusOr<std::unique_ptr<Simulator>> Simulator::Create(const SimOptions& options) {
+  auto impl = std::make_unique<Impl>(options);
+  SHOAL_RETURN_IF_ERROR(impl->Init());
+  return std::unique_ptr<Simulator>(new Simulator(std::move(impl)));
+}
+
+Simulator::Simulator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Simulator::~Simulator() = default;
+StatusOr<SimReport> Simulator::Run(const std::atomic<bool>& stop) { return impl_->Run(stop); }
+
+}  // namespace shoal::sim
