@@ -24,8 +24,7 @@
 #include "codec/codec.h"
 #include "codec/stages.h"
 #include "core/rng.h"
-#include "nn/mlp.h"
-#include "nn/model_spec.h"
+#include "nn/model_registry.h"
 #include "shoal/config.h"
 #if SHOAL_HAVE_CUDA
 #include "baseline.h"
@@ -185,7 +184,7 @@ void BenchCodecGpu(Backend& be) {
 
 // 3. Training step ----------------------------------------------------------------------------
 double StepMicros(Backend& be, const std::string& model, int input, int classes, int batch) {
-  auto mlp = nn::Mlp::Create(nn::ParseModelSpec(model).value(), input, classes, &be).value();
+  auto mlp = nn::MakeModel(model, {input, classes}, &be).value();
   ParameterArena host;
   mlp->Init(&host, 1);
   const size_t np = host.size();
@@ -198,9 +197,7 @@ double StepMicros(Backend& be, const std::string& model, int input, int classes,
   for (int i = 0; i < batch; ++i) hy[i] = i % classes;
   y.Upload(hy.data(), hy.size());
   const double t = Best(be, g_quick ? 5 : 20, [&] {
-    double loss = 0;
-    int64_t correct = 0;
-    mlp->ForwardBackward(w.get(), x.get(), y.get(), batch, g.get(), &loss, &correct);
+    mlp->ForwardBackward(w.get(), nn::Batch::Features(x.get(), y.get(), batch), g.get(), /*loss_scale=*/1.0f);
     be.SgdStep(np, w.get(), g.get(), buf.get(), 0.01f, 0.9f, 0.0f, false, false);
   });
   return t * 1e6;

@@ -4,7 +4,7 @@
 //
 //   build/bin/centralized_baseline --dataset digits --model mlp --epochs 30 --lr 0.1 --momentum 0.9
 //
-// The model is initialized with Mlp::Init(seed) like the aggregator's global model, and the
+// The model is initialized with Model::Init(seed) like the aggregator's global model, and the
 // optimizer keeps its state across epochs (there are no rounds to reset it at).
 #include <spdlog/spdlog.h>
 
@@ -17,7 +17,8 @@
 #include "backend/backend.h"
 #include "core/rng.h"
 #include "shoal/data.h"
-#include "nn/model.h"
+#include "nn/evaluate.h"
+#include "nn/model_registry.h"
 #include "nn/optimizer.h"
 
 namespace po = boost::program_options;
@@ -49,9 +50,7 @@ int Run(const Options& o) {
   const data::Dataset& train = split->train;
   auto backend = MakeBackend(o.device);
   if (!backend.ok()) return fail(backend.status());
-  auto spec = nn::ParseModelSpec(o.model);
-  if (!spec.ok()) return fail(spec.status());
-  auto model = nn::Mlp::Create(*spec, full->dim, full->num_classes, backend->get());
+  auto model = nn::MakeModel(o.model, nn::InputsOf(*full), backend->get());
   if (!model.ok()) return fail(model.status());
   auto optimizer = nn::MakeOptimizer(o.optimizer, (*model)->num_params(), backend->get());
   if (!optimizer.ok()) return fail(optimizer.status());
@@ -73,7 +72,7 @@ int Run(const Options& o) {
 
   std::printf("# centralized %s on %s: %lld train / %lld held-out examples (test_fraction %.2f, seed %llu), "
               "%zu parameters, %s lr %g momentum %g, batch %u\n",
-              nn::ModelSpecToString(*spec).c_str(), o.dataset.c_str(), static_cast<long long>(train.n),
+              (*model)->spec().c_str(), o.dataset.c_str(), static_cast<long long>(train.n),
               static_cast<long long>(split->test.n), o.test_fraction, static_cast<unsigned long long>(o.seed), n,
               o.optimizer.name.c_str(), static_cast<double>(o.optimizer.learning_rate),
               static_cast<double>(o.optimizer.momentum), o.batch_size);
@@ -95,10 +94,9 @@ int Run(const Options& o) {
       }
       batch_x.Upload(hx.data(), static_cast<size_t>(rows) * dim);
       batch_y.Upload(hy.data(), static_cast<size_t>(rows));
-      double batch_loss = 0.0;
-      (*model)->ForwardBackward(w.get(), batch_x.get(), batch_y.get(), rows, grads.get(), &batch_loss, nullptr);
+      const nn::Batch batch = nn::Batch::Features(batch_x.get(), batch_y.get(), rows);
+      loss_sum += (*model)->ForwardBackward(w.get(), batch, grads.get(), /*loss_scale=*/1.0f).loss_sum;
       (*optimizer)->Step(w.get(), grads.get());
-      loss_sum += batch_loss;
     }
     w.Download(host.data(), n);
     const EvalResult test = nn::Evaluate(**model, host.span(), split->test);

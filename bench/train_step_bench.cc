@@ -12,7 +12,7 @@
 
 #include "backend/backend.h"
 #include "core/rng.h"
-#include "nn/model.h"
+#include "nn/model_registry.h"
 #include "nn/optimizer.h"
 
 namespace shoal {
@@ -25,8 +25,7 @@ constexpr float kMomentum = 0.9f;
 
 void BM_TrainStep(benchmark::State& state, const std::string& model_spec, int batch) {
   auto backend = MakeCpuBackend();
-  auto spec = nn::ParseModelSpec(model_spec);
-  auto model = nn::Mlp::Create(*spec, kInputDim, kClasses, backend.get());
+  auto model = nn::MakeModel(model_spec, {kInputDim, kClasses}, backend.get());
   if (!model.ok()) return state.SkipWithError(model.status().ToString().c_str());
   ParameterArena params;
   (*model)->Init(&params, 1);
@@ -45,9 +44,9 @@ void BM_TrainStep(benchmark::State& state, const std::string& model_spec, int ba
   for (int32_t& v : y) v = static_cast<int32_t>(rng.Below(kClasses));
   std::vector<float> grads(params.size());
 
-  double loss = 0.0;
+  const nn::Batch features = nn::Batch::Features(x.data(), y.data(), batch);
   for (auto _ : state) {
-    (*model)->ForwardBackward(params.data(), x.data(), y.data(), batch, grads.data(), &loss, nullptr);
+    (*model)->ForwardBackward(params.data(), features, grads.data(), /*loss_scale=*/1.0f);
     (*optimizer)->Step(params.data(), grads.data());
     benchmark::DoNotOptimize(params.data());
     benchmark::ClobberMemory();

@@ -20,8 +20,7 @@
 #include "core/rng.h"
 #include "crypto/keys.h"
 #include "harness.h"
-#include "nn/mlp.h"
-#include "nn/model_spec.h"
+#include "nn/model_registry.h"
 #include "protocol/envelope.h"
 #include "relay.h"
 
@@ -136,7 +135,7 @@ TEST(Security, AllowListIsEnforcedAtTheHandshakeAndReloadedOnSighup) {
 // seed 7: AggregatorArgs), which round 1 sends to every client in full.
 std::vector<uint8_t> InitialModelPattern() {
   auto backend = MakeBackend("cpu").value();
-  auto model = nn::Mlp::Create(nn::ParseModelSpec("mlp:32").value(), 64, 10, backend.get()).value();
+  auto model = nn::MakeModel("mlp:32", {64, 10}, backend.get()).value();
   ParameterArena params(model->Layout());
   model->Init(&params, 7);
   const auto bytes = protocol::AsBytes(params.span());

@@ -1,7 +1,7 @@
-// The built-in trainer (shoal/trainer.h): Shoal's own MLP, trained on this client's part of
-// a dataset with the task the aggregator sent. Constructing it loads the data and picks the
-// device; Configure() derives the split, the part, the model and the optimizer from the
-// task; Train() only runs the loop.
+// The built-in trainer (shoal/trainer.h): one of Shoal's own models (nn/model_registry.h),
+// trained on this client's part of a dataset with the task the aggregator sent. Constructing
+// it loads the data and picks the device; Configure() derives the split, the part, the model
+// and the optimizer from the task; Train() only runs the loop.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -15,8 +15,8 @@
 #include "nn/demo_optimizer.h"
 #include "nn/evaluate.h"
 #include "nn/loss_scaler.h"
-#include "nn/mlp.h"
-#include "nn/model_spec.h"
+#include "nn/model.h"
+#include "nn/model_registry.h"
 #include "nn/optimizer.h"
 #include "shoal/trainer.h"
 
@@ -67,7 +67,7 @@ class BuiltinTrainer final : public Trainer {
   bool configured_ = false;
   TaskConfig task_;
   data::Dataset local_;  // this client's part of the training split
-  std::unique_ptr<nn::Mlp> model_;
+  std::unique_ptr<nn::Model> model_;
   std::unique_ptr<nn::Optimizer> optimizer_;
   nn::DemoOptimizer* demo_ = nullptr;  // optimizer_ when the task's optimizer is "demo"
   DeviceArray<float> w_;         // local weights
@@ -101,9 +101,11 @@ Status BuiltinTrainer::Configure(const TaskConfig& task) {
   }
 
   // 3. The model must be exactly the one the aggregator holds.
-  SHOAL_ASSIGN_OR_RETURN(nn::ModelSpec spec, nn::ParseModelSpec(task.model));
-  SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<nn::Mlp> model,
-                         nn::Mlp::Create(spec, dataset_.dim, dataset_.num_classes, backend_.get()));
+  SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> model,
+                         nn::MakeModel(task.model, nn::InputsOf(dataset_), backend_.get()));
+  if (model->batch_kind() != nn::BatchKind::kFeatures)
+    return Status::InvalidArgument("model '" + task.model + "' takes " + nn::BatchKindName(model->batch_kind()) +
+                                   ", dataset '" + dataset_.name + "' holds features");
   if (model->Layout() != task.layout)
     return Status::InvalidArgument("model '" + task.model + "' on dataset '" + dataset_.name + "' (" +
                                    std::to_string(dataset_.dim) + " features, " +
@@ -139,10 +141,11 @@ Status BuiltinTrainer::Configure(const TaskConfig& task) {
   batch_y_ = DeviceArray<int32_t>(backend_.get(), task.batch_size);
   configured_ = true;
   // One line per client process; the simulator's thousands of trainers log it at debug.
-  spdlog::log(part_ ? spdlog::level::debug : spdlog::level::info, "builtin trainer: {} on {} part {}/{} ({}): {} examples, {} parameters, backend {}, precision {}",
-               nn::ModelSpecToString(model_->spec()), dataset_.name, options_.partition_index,
-               options_.partition_count, options_.partition_scheme, local_.n, n, backend_->name(),
-               PrecisionName(precision_));
+  spdlog::log(part_ ? spdlog::level::debug : spdlog::level::info,
+              "builtin trainer: {} on {} part {}/{} ({}): {} examples, {} parameters, backend {}, precision {}",
+              model_->spec(), dataset_.name, options_.partition_index,
+              options_.partition_count, options_.partition_scheme, local_.n, n, backend_->name(),
+              PrecisionName(precision_));
   return Status::Ok();
 }
 
@@ -222,18 +225,18 @@ Status BuiltinTrainer::Train(std::span<const float> global, const RoundConfig& r
     batch_x_.Upload(host_x.data(), static_cast<size_t>(rows) * dim);
     batch_y_.Upload(host_y.data(), static_cast<size_t>(rows));
 
-    double batch_loss = 0.0;
-    int64_t batch_correct = 0;
     const bool scaled = precision_ == Precision::kFp16;
     const float loss_scale = scaled ? scaler_.scale() : 1.0f;
-    model_->ForwardBackward(w_.get(), batch_x_.get(), batch_y_.get(), rows, grads_.get(), &batch_loss,
-                            &batch_correct, loss_scale);
+    const nn::LossSums sums =
+        model_->ForwardBackward(w_.get(), nn::Batch::Features(batch_x_.get(), batch_y_.get(), rows), grads_.get(),
+                                loss_scale);
+    const double batch_loss = sums.loss_sum;
     if (!std::isfinite(batch_loss))
       return Status::InvalidArgument("training diverged in round " + std::to_string(round.round) + " at step " +
                                      std::to_string(step) + " (loss is not finite); learning rate " +
                                      std::to_string(lr) + " is probably too high");
     loss_sum += batch_loss;
-    correct += batch_correct;
+    correct += sums.correct;
     examples += static_cast<uint64_t>(rows);
     // fp16: a scaled gradient that overflowed skips the step and halves the scale.
     const bool overflow = scaled && !std::isfinite(backend_->SumSquares(n, grads_.get()));

@@ -7,24 +7,27 @@
 
 namespace shoal::nn {
 
-EvalResult Evaluate(Mlp& model, std::span<const float> host_params, const data::Dataset& data, int batch) {
+EvalResult Evaluate(Model& model, std::span<const float> host_params, const data::Dataset& data, int batch) {
   constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   EvalResult result;
   // Refuse inputs that would make the backend read out of bounds.
+  const ModelInputs inputs = model.inputs();
   std::string problem;
-  if (host_params.size() != model.num_params())
+  if (model.batch_kind() != BatchKind::kFeatures)
+    problem = std::string("the model takes ") + BatchKindName(model.batch_kind()) + ", the dataset holds features";
+  else if (host_params.size() != model.num_params())
     problem = "got " + std::to_string(host_params.size()) + " parameters, the model has " +
               std::to_string(model.num_params());
-  else if (data.n > 0 && data.dim != model.input_dim())
+  else if (data.n > 0 && data.dim != inputs.input_dim)
     problem = "data has " + std::to_string(data.dim) + " features, the model takes " +
-              std::to_string(model.input_dim());
+              std::to_string(inputs.input_dim);
   else if (data.x.size() != static_cast<size_t>(data.n * data.dim) || data.y.size() != static_cast<size_t>(data.n))
     problem = "dataset arrays do not match n = " + std::to_string(data.n);
   else if (std::any_of(data.y.begin(), data.y.end(),
-                       [&](int32_t label) { return label < 0 || label >= model.num_classes(); }))
-    problem = "a label is outside [0, " + std::to_string(model.num_classes()) + ")";
+                       [&](int32_t label) { return label < 0 || label >= inputs.num_classes; }))
+    problem = "a label is outside [0, " + std::to_string(inputs.num_classes) + ")";
   if (!problem.empty()) {
-    spdlog::error("Evaluate({}, {}): {}", ModelSpecToString(model.spec()), data.name, problem);
+    spdlog::error("Evaluate({}, {}): {}", model.spec(), data.name, problem);
     result.loss = result.accuracy = kNaN;
     return result;
   }
@@ -43,11 +46,9 @@ EvalResult Evaluate(Mlp& model, std::span<const float> host_params, const data::
     const int rows = static_cast<int>(std::min<int64_t>(batch, data.n - start));
     x.Upload(data.x.data() + start * data.dim, static_cast<size_t>(rows) * data.dim);
     y.Upload(data.y.data() + start, static_cast<size_t>(rows));
-    double batch_loss = 0.0;
-    int64_t batch_correct = 0;
-    model.ForwardLoss(params.get(), x.get(), y.get(), rows, &batch_loss, &batch_correct);
-    loss_sum += batch_loss;
-    correct += batch_correct;
+    const LossSums sums = model.ForwardLoss(params.get(), Batch::Features(x.get(), y.get(), rows));
+    loss_sum += sums.loss_sum;
+    correct += sums.correct;
   }
   result.loss = loss_sum / static_cast<double>(data.n);
   result.accuracy = static_cast<double>(correct) / static_cast<double>(data.n);

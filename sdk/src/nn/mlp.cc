@@ -111,47 +111,61 @@ void Mlp::Forward(const float* params, const float* x, int batch, float* logits)
   RunForward(params, x, batch, logits);
 }
 
-void Mlp::ForwardLoss(const float* params, const float* x, const int32_t* y, int batch, double* loss_sum,
-                      int64_t* correct) {
-  LossSums sums;
-  if (batch > 0) {
-    EnsureScratch(batch);
-    RunForward(params, x, batch, logits_.get());
-    sums = SoftmaxCrossEntropy(backend_, batch, num_classes_, logits_.get(), y, nullptr);
+LossSums Mlp::ForwardLoss(const float* params, const Batch& batch) {
+  const int rows = batch.rows;
+  if (rows <= 0) return {};
+  EnsureScratch(rows);
+  RunForward(params, batch.features, rows, logits_.get());
+  return SoftmaxCrossEntropy(backend_, rows, num_classes_, logits_.get(), batch.labels, nullptr);
+}
+
+LossSums Mlp::ForwardBackward(const float* params, const Batch& batch, float* grads, float loss_scale) {
+  const int rows = batch.rows;
+  const float* x = batch.features;
+  if (rows <= 0) {
+    // No examples: a zero gradient (upload zeros rather than scaling possibly-NaN memory).
+    std::vector<float> zeros(num_params_, 0.0f);
+    backend_->CopyToDevice(grads, zeros.data(), zeros.size() * sizeof(float));
+    return {};
   }
+  EnsureScratch(rows);
+  RunForward(params, x, rows, logits_.get());
+  // dL/dlogits into grad_a_.
+  const LossSums sums = SoftmaxCrossEntropy(backend_, rows, num_classes_, logits_.get(), batch.labels, grad_a_.get());
+  if (loss_scale != 1.0f) backend_->Scale(static_cast<size_t>(rows) * num_classes_, loss_scale, grad_a_.get());
+  // Walk the layers top-down. Invariant: grad_a_ holds dL/d(output of layer i) before the
+  // activation, i.e. dL/d(pre_[i]) for hidden layers and dL/dlogits for the last one.
+  for (size_t i = layers_.size(); i-- > 0;) {
+    const float* input = i == 0 ? x : post_[i - 1].get();
+    // The first layer's dL/dx is never needed: skip that GEMM.
+    float* dinput = i == 0 ? nullptr : grad_b_.get();
+    layers_[i].Backward(backend_, params, input, grad_a_.get(), rows, grads, dinput, precision_);
+    if (i > 0) {
+      // dL/d(pre_[i-1]) = f'(pre_[i-1]) * dL/d(post_[i-1]), back into grad_a_.
+      ActivationBackward(backend_, activation_, static_cast<size_t>(rows) * layers_[i - 1].out(),
+                         pre_[i - 1].get(), grad_b_.get(), grad_a_.get());
+    }
+  }
+  return sums;
+}
+
+namespace {
+
+void Store(const LossSums& sums, double* loss_sum, int64_t* correct) {
   if (loss_sum) *loss_sum = sums.loss_sum;
   if (correct) *correct = sums.correct;
 }
 
+}  // namespace
+
+void Mlp::ForwardLoss(const float* params, const float* x, const int32_t* y, int batch, double* loss_sum,
+                      int64_t* correct) {
+  Store(ForwardLoss(params, Batch::Features(x, y, batch)), loss_sum, correct);
+}
+
 void Mlp::ForwardBackward(const float* params, const float* x, const int32_t* y, int batch, float* grads,
                           double* loss_sum, int64_t* correct, float loss_scale) {
-  LossSums sums;
-  if (batch > 0) {
-    EnsureScratch(batch);
-    RunForward(params, x, batch, logits_.get());
-    // dL/dlogits into grad_a_.
-    sums = SoftmaxCrossEntropy(backend_, batch, num_classes_, logits_.get(), y, grad_a_.get());
-    if (loss_scale != 1.0f) backend_->Scale(static_cast<size_t>(batch) * num_classes_, loss_scale, grad_a_.get());
-    // Walk the layers top-down. Invariant: grad_a_ holds dL/d(output of layer i) before the
-    // activation, i.e. dL/d(pre_[i]) for hidden layers and dL/dlogits for the last one.
-    for (size_t i = layers_.size(); i-- > 0;) {
-      const float* input = i == 0 ? x : post_[i - 1].get();
-      // The first layer's dL/dx is never needed: skip that GEMM.
-      float* dinput = i == 0 ? nullptr : grad_b_.get();
-      layers_[i].Backward(backend_, params, input, grad_a_.get(), batch, grads, dinput, precision_);
-      if (i > 0) {
-        // dL/d(pre_[i-1]) = f'(pre_[i-1]) * dL/d(post_[i-1]), back into grad_a_.
-        ActivationBackward(backend_, activation_, static_cast<size_t>(batch) * layers_[i - 1].out(),
-                           pre_[i - 1].get(), grad_b_.get(), grad_a_.get());
-      }
-    }
-  } else {
-    // No examples: a zero gradient (upload zeros rather than scaling possibly-NaN memory).
-    std::vector<float> zeros(num_params_, 0.0f);
-    backend_->CopyToDevice(grads, zeros.data(), zeros.size() * sizeof(float));
-  }
-  if (loss_sum) *loss_sum = sums.loss_sum;
-  if (correct) *correct = sums.correct;
+  Store(ForwardBackward(params, Batch::Features(x, y, batch), grads, loss_scale), loss_sum, correct);
 }
 
 }  // namespace shoal::nn

@@ -1,4 +1,5 @@
-// ModelSpec: the model named by a `--model` flag or a task's `model` field (DESIGN.md §6).
+// ModelSpec: the spec of the built-in MLP, as named by a `--model` flag or a task's `model`
+// field (DESIGN.md §6). MakeModel (nn/model_registry.h) hands the "mlp" and "linear" kinds here.
 //
 //   "mlp"                  multi-layer perceptron with one hidden layer of 64 units, ReLU
 //   "mlp:128,64"           hidden widths 128 then 64

@@ -14,7 +14,7 @@
 
 #include "backend/backend.h"
 #include "core/rng.h"
-#include "nn/model.h"
+#include "nn/model_registry.h"
 #include "shoal/trainer.h"
 #include "aggregate/strategy.h"
 #include "round_helper.h"
@@ -111,7 +111,7 @@ class DemoEndToEnd : public ::testing::Test {
 TEST_F(DemoEndToEnd, TwoClientsWithOneLocalStepReduceTheLoss) {
   const std::string model = "mlp:16";
   auto backend = MakeCpuBackend();
-  auto mlp = nn::Mlp::Create(*nn::ParseModelSpec(model), kDim, kClasses, backend.get());
+  auto mlp = nn::MakeModel(model, {kDim, kClasses}, backend.get());
   ASSERT_TRUE(mlp.ok()) << mlp.status().ToString();
 
   TaskConfig task;
@@ -188,7 +188,7 @@ TEST_F(DemoEndToEnd, TwoClientsWithOneLocalStepReduceTheLoss) {
 TEST_F(DemoEndToEnd, TheDeltaIsTheExtractedMomentumAndTheResidualCarriesOver) {
   const std::string model = "mlp:8";
   auto backend = MakeCpuBackend();
-  auto mlp = nn::Mlp::Create(*nn::ParseModelSpec(model), kDim, kClasses, backend.get());
+  auto mlp = nn::MakeModel(model, {kDim, kClasses}, backend.get());
   ASSERT_TRUE(mlp.ok());
   TaskConfig task;
   task.model = model;

@@ -14,7 +14,8 @@
 #include "backend/backend.h"
 #include "core/rng.h"
 #include "shoal/data.h"
-#include "nn/model.h"
+#include "nn/evaluate.h"
+#include "nn/model_registry.h"
 #include "shoal/trainer.h"
 
 namespace shoal {
@@ -31,7 +32,7 @@ double Norm(const std::vector<float>& v) {
 // The layout the aggregator would send for `model` on data of this shape.
 std::vector<TensorSpec> LayoutOf(const std::string& model, int64_t dim, int32_t classes) {
   auto backend = MakeCpuBackend();
-  auto mlp = nn::Mlp::Create(*nn::ParseModelSpec(model), dim, classes, backend.get());
+  auto mlp = nn::MakeModel(model, {dim, classes}, backend.get());
   EXPECT_TRUE(mlp.ok()) << mlp.status().ToString();
   return (*mlp)->Layout();
 }
@@ -80,7 +81,7 @@ class BuiltinTrainerTest : public ::testing::Test {
 
   std::vector<float> InitialModel(const TaskConfig& task, uint64_t seed = 1) const {
     auto backend = MakeCpuBackend();
-    auto mlp = nn::Mlp::Create(*nn::ParseModelSpec(task.model), kDim, kClasses, backend.get());
+    auto mlp = nn::MakeModel(task.model, {kDim, kClasses}, backend.get());
     ParameterArena arena;
     (*mlp)->Init(&arena, seed);
     return {arena.data(), arena.data() + arena.size()};
@@ -204,11 +205,10 @@ TEST_F(BuiltinTrainerTest, OneFullBatchStepIsMinusLearningRateTimesGradient) {
   const data::Dataset local = LocalPart(task, 1, 2);
   EXPECT_EQ(result.num_examples, static_cast<uint64_t>(local.n));
   auto backend = MakeCpuBackend();
-  auto mlp = nn::Mlp::Create(*nn::ParseModelSpec(task.model), kDim, kClasses, backend.get());
+  auto mlp = nn::MakeModel(task.model, {kDim, kClasses}, backend.get());
   std::vector<float> grads(global.size());
-  double loss_sum = 0.0;
-  (*mlp)->ForwardBackward(global.data(), local.x.data(), local.y.data(), static_cast<int>(local.n), grads.data(),
-                          &loss_sum, nullptr);
+  const nn::Batch batch = nn::Batch::Features(local.x.data(), local.y.data(), static_cast<int>(local.n));
+  const double loss_sum = (*mlp)->ForwardBackward(global.data(), batch, grads.data(), /*loss_scale=*/1.0f).loss_sum;
   for (size_t i = 0; i < grads.size(); ++i)
     EXPECT_NEAR(result.delta[i], -0.25f * grads[i], 1e-6 + 1e-4 * std::fabs(grads[i])) << i;
   EXPECT_NEAR(result.metrics[0].second, loss_sum / local.n, 1e-5);
@@ -331,7 +331,7 @@ TEST_F(BuiltinTrainerTest, FederatedRoundsLearnTheHeldOutSplit) {
   auto split = data::TrainTestSplit(*full, task.test_fraction, task.seed);
   ASSERT_TRUE(split.ok());
   auto backend = MakeCpuBackend();
-  auto mlp = nn::Mlp::Create(*nn::ParseModelSpec(task.model), kDim, kClasses, backend.get());
+  auto mlp = nn::MakeModel(task.model, {kDim, kClasses}, backend.get());
   const EvalResult held_out = nn::Evaluate(**mlp, global, split->test);
   EXPECT_EQ(held_out.num_examples, static_cast<uint64_t>(split->test.n));
   EXPECT_GE(held_out.accuracy, 0.95);
@@ -376,7 +376,7 @@ double DigitsFedAvgAccuracy(int rounds, const std::string& precision, float fp16
     clients.push_back(std::move(trainer).value());
   }
   auto backend = MakeCpuBackend();
-  auto mlp = nn::Mlp::Create(*nn::ParseModelSpec("mlp"), 64, 10, backend.get());
+  auto mlp = nn::MakeModel("mlp", {64, 10}, backend.get());
   ParameterArena arena;
   (*mlp)->Init(&arena, task.seed);
   std::vector<float> global(arena.data(), arena.data() + arena.size());

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -72,6 +73,16 @@ inline ::testing::AssertionResult GradientMatches(const std::function<double()>&
   return ::testing::AssertionFailure() << num_failures << " of " << x->size()
                                        << " gradient entries disagree with central differences:" << failures;
 }
+
+// Names a test instantiated over model spec strings: "mlp:5,act=gelu" -> "mlp_5_act_gelu".
+struct SpecParamName {
+  std::string operator()(const ::testing::TestParamInfo<const char*>& info) const {
+    std::string name = info.param;
+    for (char& ch : name)
+      if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+    return name;
+  }
+};
 
 // sum_i w[i] * y[i] in double: a scalar "loss" whose gradient with respect to y is w.
 inline double Dot(const std::vector<float>& w, const float* y) {

@@ -143,7 +143,7 @@ TEST_P(MlpGradient, ForwardMatchesReferenceAndBackwardMatchesFiniteDifferences) 
   const int batch = 4;
   auto model = MakeMlp(GetParam().spec, in, classes, backend.get());
   std::vector<int> widths = {static_cast<int>(in)};
-  for (int w : model->spec().hidden) widths.push_back(w);
+  for (int w : model->mlp_spec().hidden) widths.push_back(w);
   widths.push_back(classes);
 
   // Pick the first seed whose hidden pre-activations all stay 0.05 away from 0, so no central

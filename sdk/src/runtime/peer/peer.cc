@@ -28,8 +28,8 @@
 #include "crypto/keys.h"
 #include "nn/demo_optimizer.h"
 #include "nn/evaluate.h"
-#include "nn/mlp.h"
-#include "nn/model_spec.h"
+#include "nn/model.h"
+#include "nn/model_registry.h"
 #include "nn/optimizer.h"
 #include "protocol/peer.h"
 #include "shoal/data.h"
@@ -161,7 +161,7 @@ class Peer {
   // Model, data, optimizers.
   std::unique_ptr<Backend> backend_;       // local compute (cpu or cuda)
   std::unique_ptr<Backend> host_;          // the replicated update, always on the CPU (same bits everywhere)
-  std::unique_ptr<nn::Mlp> model_;
+  std::unique_ptr<nn::Model> model_;
   data::Dataset local_, test_;
   std::vector<int64_t> order_;
   size_t order_pos_ = 0;
@@ -313,8 +313,7 @@ Status Peer::InitTask() {
   test_ = std::move(split.test);
   if (local_.n == 0) return Status::InvalidArgument("this peer's partition holds no examples");
 
-  SHOAL_ASSIGN_OR_RETURN(nn::ModelSpec spec, nn::ParseModelSpec(s.task.model));
-  SHOAL_ASSIGN_OR_RETURN(model_, nn::Mlp::Create(spec, full.dim, full.num_classes, backend_.get()));
+  SHOAL_ASSIGN_OR_RETURN(model_, nn::MakeModel(s.task.model, nn::InputsOf(full), backend_.get()));
   if (!s.task.layout.empty() && s.task.layout != model_->Layout())
     return Status::InvalidArgument("the swarm's model layout [" + LayoutToString(s.task.layout) +
                                    "] does not fit this peer's data (" + std::to_string(full.dim) + " features)");
@@ -831,8 +830,9 @@ void Peer::LocalUpdate(uint64_t step) {
     order_pos_ += static_cast<size_t>(rows);
     x_dev_.Upload(hx.data(), hx.size());
     y_dev_.Upload(hy.data(), hy.size());
-    double sum = 0.0;
-    model_->ForwardBackward(w_dev_.get(), x_dev_.get(), y_dev_.get(), rows, g_dev_.get(), &sum, nullptr);
+    const double sum =
+        model_->ForwardBackward(w_dev_.get(), nn::Batch::Features(x_dev_.get(), y_dev_.get(), rows), g_dev_.get(),
+                                /*loss_scale=*/1.0f).loss_sum;
     *loss = sum / rows;
     return rows;
   };

@@ -21,7 +21,9 @@
 #include "core/rng.h"
 #include "crypto/crypto.h"
 #include "shoal/data.h"
+#include "nn/evaluate.h"
 #include "nn/model.h"
+#include "nn/model_registry.h"
 #include "nn/optimizer.h"
 #include "crypto/keys.h"
 #include "protocol/envelope.h"
@@ -174,7 +176,7 @@ class Service::Impl {
   std::unique_ptr<transport::Listener> server_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Strategy> strategy_;
-  std::unique_ptr<nn::Mlp> model_;
+  std::unique_ptr<nn::Model> model_;
   std::unique_ptr<codec::Codec> up_codec_;    // decodes client updates
   std::unique_ptr<codec::Codec> down_codec_;  // encodes the global delta (error feedback here) and decodes it
   std::vector<std::string> required_stages_;  // codec stages a client must support
@@ -226,9 +228,8 @@ Status Service::Impl::Init(std::unique_ptr<transport::Listener> listener) {
   test_ = std::move(split.test);
 
   // Model and task.
-  SHOAL_ASSIGN_OR_RETURN(nn::ModelSpec spec, nn::ParseModelSpec(o_.model));
-  SHOAL_ASSIGN_OR_RETURN(model_, nn::Mlp::Create(spec, full.dim, full.num_classes, backend_.get()));
-  task_.model = nn::ModelSpecToString(spec);
+  SHOAL_ASSIGN_OR_RETURN(model_, nn::MakeModel(o_.model, nn::InputsOf(full), backend_.get()));
+  task_.model = model_->spec();
   task_.layout = model_->Layout();
   task_.dataset = o_.dataset;
   task_.optimizer = o_.optimizer;
