@@ -99,7 +99,7 @@ class Client::Impl {
   std::unique_ptr<Trainer> trainer_;
   ClientHooks hooks_;
   std::atomic<bool> cancel_{false};
-  zmq::context_t ctx_{1};
+  std::unique_ptr<zmq::context_t> ctx_;  // only for a ZeroMQ connection (not with hooks_.channel)
   std::unique_ptr<transport::Channel> channel_;
   std::string public_key_;  // this client's CURVE public key (Z85); empty without security
 
@@ -547,7 +547,8 @@ Status Client::Impl::Start() {
     channel_ = std::move(hooks_.channel);
   } else {
     SHOAL_RETURN_IF_ERROR(ConfigureSecurity(so));
-    SHOAL_ASSIGN_OR_RETURN(channel_, transport::ZmqChannel::Connect(ctx_, o_.connect, so));
+    ctx_ = std::make_unique<zmq::context_t>(1);
+    SHOAL_ASSIGN_OR_RETURN(channel_, transport::ZmqChannel::Connect(*ctx_, o_.connect, so));
   }
   num_examples_ = trainer_->num_examples();
   give_up_at_ = Clock::now() + milliseconds(o_.connect_timeout_ms);
