@@ -6,7 +6,7 @@
 //          is encoder-side state that does not change the format, so it is not listed: a
 //          decoder with or without `ef` reads the same payload.
 //   varint total number of floats of the layout (a cheap mismatch check)
-//   body   (zstd: one zstd frame holding the body, nothing after it)
+//   body   (with a pack stage: the packed body, e.g. one zstd frame, nothing after it)
 // Body, per tensor in layout order (tensors with no elements are skipped):
 //   [varint count]                  only with a selector; must equal Selector::Count(m, chunk)
 //   [indices]                       only with a selector whose indices are not implicit:
@@ -18,8 +18,6 @@
 // where m = Transform::NumCoefficients (or the tensor size), chunk = Transform::ChunkSize
 // (0 without a transform). The empty pipeline's payload is the raw little-endian fp32 update.
 #include "codec/codec.h"
-
-#include <zstd.h>
 
 #include <algorithm>
 #include <bit>
@@ -373,18 +371,16 @@ class Codec::Impl {
   std::vector<TensorSpec> layout;
   std::vector<Tensor> tensors;
   size_t total = 0;
-  bool ef = false;
+  std::unique_ptr<ErrorFeedback> ef;
   StageSpec transform_spec;
   std::unique_ptr<Transform> transform;
   std::unique_ptr<Selector> selector;
   std::unique_ptr<Quantizer> quantizer;
-  bool zstd = false;
-  int zstd_level = 3;
+  std::unique_ptr<Packer> packer;
   std::vector<uint8_t> wire_ids;
   size_t body_bound = 0;  // most bytes a valid body can have for this layout
-  std::vector<float> residual;
 
-  bool dense() const { return !transform && !selector && !quantizer && !zstd; }
+  bool dense() const { return !transform && !selector && !quantizer && !packer; }
   bool chunk_local(size_t chunk) const { return chunk >= kChunkLocalMin && chunk <= kChunkLocalMax; }
 
   Status Build();
@@ -396,7 +392,7 @@ class Codec::Impl {
 Status Codec::Impl::Build() {
   for (const auto& st : stages) {
     if (st.name == "ef") {
-      ef = true;
+      ef = std::make_unique<ErrorFeedback>();
     } else if (st.name == "dct") {
       SHOAL_ASSIGN_OR_RETURN(transform, MakeDct(st));
       transform_spec = st;
@@ -418,9 +414,7 @@ Status Codec::Impl::Build() {
     } else if (st.name == "sign") {
       SHOAL_ASSIGN_OR_RETURN(quantizer, MakeSign(st));
     } else if (st.name == "zstd") {
-      zstd = true;
-      SHOAL_ASSIGN_OR_RETURN(int64_t level, st.Int("level", 3, 1, 19));
-      zstd_level = static_cast<int>(level);
+      SHOAL_ASSIGN_OR_RETURN(packer, MakeZstd(st));
     }
     if (st.name != "ef") wire_ids.push_back(static_cast<uint8_t>(FindDef(st.name)->id));
   }
@@ -462,7 +456,7 @@ Status Codec::Impl::Build() {
     tensors.push_back(std::move(t));
   }
   total = offset;
-  residual.assign(ef ? total : 0, 0.0f);
+  if (ef) ef->Reset(total);
   return Status::Ok();
 }
 
@@ -652,8 +646,8 @@ StatusOr<std::unique_ptr<Codec>> Codec::Create(const std::string& spec, const st
 
 const std::string& Codec::spec() const { return impl_->spec; }
 bool Codec::is_dense() const { return impl_->dense(); }
-bool Codec::has_error_feedback() const { return impl_->ef; }
-std::span<const float> Codec::residual() const { return impl_->residual; }
+bool Codec::has_error_feedback() const { return impl_->ef != nullptr; }
+std::span<const float> Codec::residual() const { return impl_->ef ? impl_->ef->residual() : std::span<const float>(); }
 
 StatusOr<std::vector<uint8_t>> Codec::Encode(std::span<const float> update, const RoundContext& ctx) {
   Impl& m = *impl_;
@@ -664,8 +658,7 @@ StatusOr<std::vector<uint8_t>> Codec::Encode(std::span<const float> update, cons
   std::vector<float> xbuf;
   std::span<const float> x = update;
   if (m.ef && !m.dense()) {  // dense: decoding is exact, the residual stays zero
-    xbuf.resize(m.total);
-    for (size_t i = 0; i < m.total; ++i) xbuf[i] = update[i] + m.residual[i];
+    m.ef->Apply(update, &xbuf);
     x = xbuf;
   }
   size_t bad = 0;
@@ -693,15 +686,12 @@ StatusOr<std::vector<uint8_t>> Codec::Encode(std::span<const float> update, cons
     std::vector<float> decoded(m.total);
     Status s = m.DecodeBody(body, ctx, decoded);
     if (!s.ok()) return Status::Internal("codec: own payload does not decode: " + s.message());
-    for (size_t i = 0; i < m.total; ++i) m.residual[i] = x[i] - decoded[i];
+    m.ef->Update(x, decoded);
   }
-  if (!m.zstd) return w.Release();
+  if (!m.packer) return w.Release();
 
-  std::vector<uint8_t> payload(hdr + ZSTD_compressBound(body.size()));
-  std::memcpy(payload.data(), w.bytes().data(), hdr);
-  const size_t n = ZSTD_compress(payload.data() + hdr, payload.size() - hdr, body.data(), body.size(), m.zstd_level);
-  if (ZSTD_isError(n)) return Status::Internal(std::string("codec: zstd compression failed: ") + ZSTD_getErrorName(n));
-  payload.resize(hdr + n);
+  std::vector<uint8_t> payload(w.bytes().begin(), w.bytes().begin() + static_cast<std::ptrdiff_t>(hdr));
+  SHOAL_RETURN_IF_ERROR(m.packer->Pack(body, &payload));
   return payload;
 }
 
@@ -742,37 +732,15 @@ Status Codec::Decode(std::span<const uint8_t> payload, const RoundContext& ctx, 
   }
   std::span<const uint8_t> rest;
   SHOAL_RETURN_IF_ERROR(r.ReadBytes(r.remaining(), &rest, "body"));
-  if (!m.zstd) return m.DecodeBody(rest, ctx, out);
-
-  // zstd: exactly one frame, its declared size known and within what the layout allows, and
-  // decompressed into a buffer of exactly that size.
-  const size_t frame = ZSTD_findFrameCompressedSize(rest.data(), rest.size());
-  if (ZSTD_isError(frame) || frame != rest.size()) {
-    return Status::Corruption("codec payload: not exactly one zstd frame");
-  }
-  const unsigned long long declared = ZSTD_getFrameContentSize(rest.data(), rest.size());
-  if (declared == ZSTD_CONTENTSIZE_UNKNOWN || declared == ZSTD_CONTENTSIZE_ERROR) {
-    return Status::Corruption("codec payload: zstd frame without a content size");
-  }
-  if (declared > m.body_bound) {
-    return Status::Corruption("codec payload: zstd frame declares " + std::to_string(declared) + " bytes, the layout allows at most " +
-                              std::to_string(m.body_bound));
-  }
-  std::vector<uint8_t> body(static_cast<size_t>(declared));
-  ZSTD_DCtx* dctx = ZSTD_createDCtx();
-  if (!dctx) return Status::Internal("codec: out of memory for a zstd context");
-  const size_t got = ZSTD_decompressDCtx(dctx, body.data(), body.size(), rest.data(), rest.size());
-  ZSTD_freeDCtx(dctx);
-  if (ZSTD_isError(got) || got != body.size()) {
-    return Status::Corruption(std::string("codec payload: zstd frame does not decompress: ") +
-                              (ZSTD_isError(got) ? ZSTD_getErrorName(got) : "size mismatch"));
-  }
+  if (!m.packer) return m.DecodeBody(rest, ctx, out);
+  std::vector<uint8_t> body;
+  SHOAL_RETURN_IF_ERROR(m.packer->Unpack(rest, m.body_bound, &body));
   return m.DecodeBody(body, ctx, out);
 }
 
 void Codec::Reset() {
   Impl& m = *impl_;
-  std::fill(m.residual.begin(), m.residual.end(), 0.0f);
+  if (m.ef) m.ef->Reset(m.total);
   if (m.transform && m.transform_spec.name == "powersgd") {
     auto t = MakePowerSgd(m.transform_spec, m.layout);
     if (t.ok()) m.transform = std::move(t).value();
