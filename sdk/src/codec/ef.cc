@@ -1,4 +1,4 @@
-// Error feedback (stage "ef", StageId::kErrorFeedback), after Seide et al.
+// Error feedback (stage "ef", StageId::kErrorFeedback, slot error-feedback), after Seide et al.
 // 2014 / Karimireddy et al. 2019: the encoder adds the residual it kept to the update,
 // x = fl(update + residual), encodes x with the rest of the pipeline and keeps the new residual
 // fl(x - d), d being exactly what a decoder reconstructs from the payload (the pipeline decodes
@@ -11,6 +11,12 @@
 #include "codec/stages.h"
 
 namespace shoal::codec {
+
+constinit const StageDecl kErrorFeedbackStage = {
+    .name = "ef", .id = StageId::kErrorFeedback, .slot = Slot::kErrorFeedback,
+    .summary = "error feedback: what a payload lost is added to the next update",
+    .params = {}, .factory = &BuildPlain<ErrorFeedback, ErrorFeedback>};
+
 void ErrorFeedback::Apply(std::span<const float> update, std::vector<float>* x) const {
   x->resize(update.size());
   for (size_t i = 0; i < update.size(); ++i) (*x)[i] = update[i] + residual_[i];

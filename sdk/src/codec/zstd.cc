@@ -1,4 +1,4 @@
-// zstd (stage "zstd", StageId::kZstd): the whole body of a payload (everything after
+// zstd (stage "zstd", StageId::kZstd, slot pack): the whole body of a payload (everything after
 // its header) compressed as one zstd frame at `level`. Lossless: no error of its own.
 // Wire: one zstd frame with its content size declared, nothing after it.
 // Unpack refuses anything but exactly one frame, a frame without a declared content size or
@@ -13,6 +13,10 @@
 
 namespace shoal::codec {
 namespace {
+
+constexpr ParamDecl kParams[] = {
+    IntParam("level", 3, 1, 19, "zstd compression level"),
+};
 
 class Zstd final : public Packer {
  public:
@@ -57,14 +61,15 @@ class Zstd final : public Packer {
   int level_;
 };
 
+StatusOr<std::unique_ptr<Packer>> Build(const StageParams& p, const std::vector<TensorSpec>&) {
+  return std::unique_ptr<Packer>(std::make_unique<Zstd>(static_cast<int>(p.Int("level"))));
+}
+
 }  // namespace
 
-StatusOr<std::unique_ptr<Packer>> MakeZstd(const StageSpec& spec) {
-  for (const auto& [k, v] : spec.params) {
-    if (k != "level") return Status::InvalidArgument("zstd: unknown parameter '" + k + "' (valid: level)");
-  }
-  SHOAL_ASSIGN_OR_RETURN(int64_t level, spec.Int("level", 3, 1, 19));
-  return std::unique_ptr<Packer>(std::make_unique<Zstd>(static_cast<int>(level)));
-}
+constinit const StageDecl kZstdStage = {
+    .name = "zstd", .id = StageId::kZstd, .slot = Slot::kPack,
+    .summary = "lossless zstd compression of the whole body",
+    .params = kParams, .factory = &Build};
 
 }  // namespace shoal::codec
