@@ -29,7 +29,7 @@ enum class Slot : uint8_t { kErrorFeedback = 0, kTransform = 1, kSelect = 2, kQu
 constexpr int kNumSlots = 5;
 const char* SlotName(Slot slot);
 
-// One parameter of a stage. Build with IntParam / BoolParam / RatioParam below.
+// One parameter of a stage. Build with IntParam / OptionalIntParam / BoolParam / RatioParam below.
 enum class ParamType : uint8_t { kInt, kBool, kDouble };
 struct ParamDecl {
   std::string_view name;
