@@ -73,9 +73,9 @@ class Bf16 final : public Quantizer {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Quantizer>> MakeBf16(const StageSpec& spec) {
-  if (!spec.params.empty()) return Status::InvalidArgument("bf16: unknown parameter '" + spec.params[0].first + "' (bf16 takes none)");
-  return std::unique_ptr<Quantizer>(new Bf16());
-}
+constinit const StageDecl kBf16Stage = {
+    .name = "bf16", .id = StageId::kBf16, .slot = Slot::kQuantize,
+    .summary = "bfloat16, round to nearest even",
+    .params = {}, .factory = &BuildPlain<Quantizer, Bf16>};
 
 }  // namespace shoal::codec

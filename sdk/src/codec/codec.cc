@@ -1,4 +1,5 @@
-// The codec pipeline: spec parsing (ParseSpec), the payload format and Codec::Impl.
+// The codec pipeline: the payload format and Codec::Impl, built from the stages a spec names
+// (spec.cc parses it; each stage's declaration and factory are in its own file, registry.h).
 //
 // Payload of a non-empty pipeline (all integers little-endian, varints LEB128):
 //   u8     format version (kFormatVersion)
@@ -6,7 +7,7 @@
 //          is encoder-side state that does not change the format, so it is not listed: a
 //          decoder with or without `ef` reads the same payload.
 //   varint total number of floats of the layout (a cheap mismatch check)
-//   body   (zstd: one zstd frame holding the body, nothing after it)
+//   body   (with a pack stage: the packed body, e.g. one zstd frame, nothing after it)
 // Body, per tensor in layout order (tensors with no elements are skipped):
 //   [varint count]                  only with a selector; must equal Selector::Count(m, chunk)
 //   [indices]                       only with a selector whose indices are not implicit:
@@ -19,294 +20,18 @@
 // (0 without a transform). The empty pipeline's payload is the raw little-endian fp32 update.
 #include "codec/codec.h"
 
-#include <zstd.h>
-
 #include <algorithm>
-#include <bit>
-#include <charconv>
-#include <climits>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
-#include <limits>
-#include <set>
+#include <type_traits>
+#include <variant>
 
 #include "codec/bytes.h"
+#include "codec/registry.h"
 #include "codec/stages.h"
 
 namespace shoal::codec {
-
-// StageSpec ---------------------------------------------------------------------------------
-
-const std::string* StageSpec::Find(std::string_view key) const {
-  for (const auto& [k, v] : params) {
-    if (k == key) return &v;
-  }
-  return nullptr;
-}
-
-StatusOr<int64_t> StageSpec::Int(std::string_view key, int64_t def, int64_t lo, int64_t hi) const {
-  const std::string* v = Find(key);
-  if (!v) return def;
-  int64_t x = 0;
-  auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), x);
-  if (v->empty() || ec != std::errc() || end != v->data() + v->size() || x < lo || x > hi) {
-    return Status::InvalidArgument(name + ": bad value '" + *v + "' for '" + std::string(key) + "' (expected an integer in [" +
-                                   std::to_string(lo) + ", " + std::to_string(hi) + "])");
-  }
-  return x;
-}
-
-StatusOr<double> StageSpec::Double(std::string_view key, double def, double lo, double hi) const {
-  const std::string* v = Find(key);
-  if (!v) return def;
-  double x = 0;
-  auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), x);
-  if (v->empty() || ec != std::errc() || end != v->data() + v->size() || !std::isfinite(x) || x < lo || x > hi) {
-    std::string range = "[" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
-    return Status::InvalidArgument(name + ": bad value '" + *v + "' for '" + std::string(key) + "' (expected a number in " +
-                                   range + ")");
-  }
-  return x;
-}
-
-std::string StageSpec::ToString() const {
-  std::string s = name;
-  for (size_t i = 0; i < params.size(); ++i) s += (i ? "," : ":") + params[i].first + "=" + params[i].second;
-  return s;
-}
-
-// Spec grammar --------------------------------------------------------------------------------
-namespace {
-
-enum class Slot { kEf = 0, kTransform = 1, kSelect = 2, kQuantize = 3, kZstd = 4 };
-const char* SlotName(Slot s) {
-  switch (s) {
-    case Slot::kEf: return "error-feedback";
-    case Slot::kTransform: return "transform";
-    case Slot::kSelect: return "select";
-    case Slot::kQuantize: return "quantize";
-    case Slot::kZstd: return "zstd";
-  }
-  return "?";
-}
-
-enum class Kind { kInt, kRatio, kBool };
-struct ParamDef {
-  const char* key;
-  Kind kind;
-  int64_t lo, hi;   // kInt
-  const char* def;  // canonical default; nullptr = optional without default
-};
-struct StageDef {
-  const char* name;
-  StageId id;
-  Slot slot;
-  std::vector<ParamDef> params;
-};
-
-const std::vector<StageDef>& StageDefs() {
-  static const std::vector<StageDef> defs = {
-      {"ef", StageId::kErrorFeedback, Slot::kEf, {}},
-      {"dct", StageId::kDct, Slot::kTransform, {{"chunk", Kind::kInt, 1, 1024, "64"}}},
-      {"powersgd", StageId::kPowerSgd, Slot::kTransform, {{"rank", Kind::kInt, 1, 1024, "4"}, {"seed", Kind::kInt, 0, INT64_MAX, "0"}}},
-      {"topk",
-       StageId::kTopK,
-       Slot::kSelect,
-       {{"ratio", Kind::kRatio, 0, 0, "0.01"}, {"k", Kind::kInt, 1, INT32_MAX, nullptr}, {"approx", Kind::kBool, 0, 1, "0"}}},
-      {"randk", StageId::kRandK, Slot::kSelect, {{"ratio", Kind::kRatio, 0, 0, "0.01"}}},
-      {"fp16", StageId::kFp16, Slot::kQuantize, {}},
-      {"bf16", StageId::kBf16, Slot::kQuantize, {}},
-      {"int8", StageId::kInt8, Slot::kQuantize, {{"chunk", Kind::kInt, 1, int64_t{1} << 24, "256"}, {"stochastic", Kind::kBool, 0, 1, "0"}}},
-      {"qsgd", StageId::kQsgd, Slot::kQuantize, {{"levels", Kind::kInt, 1, 65535, "16"}}},
-      {"sign", StageId::kSign, Slot::kQuantize, {}},
-      {"zstd", StageId::kZstd, Slot::kZstd, {{"level", Kind::kInt, 1, 19, "3"}}},
-  };
-  return defs;
-}
-
-const StageDef* FindDef(std::string_view name) {
-  for (const auto& d : StageDefs()) {
-    if (name == d.name) return &d;
-  }
-  return nullptr;
-}
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-std::vector<std::string_view> Split(std::string_view s, char sep) {
-  std::vector<std::string_view> out;
-  size_t start = 0;
-  for (;;) {
-    size_t p = s.find(sep, start);
-    out.push_back(s.substr(start, p == std::string_view::npos ? std::string_view::npos : p - start));
-    if (p == std::string_view::npos) break;
-    start = p + 1;
-  }
-  return out;
-}
-
-std::string ValidStages() {
-  std::string s;
-  for (const auto& d : StageDefs()) s += std::string(s.empty() ? "" : ", ") + d.name;
-  return s + ", demo, none";
-}
-
-std::string FormatDouble(double x) {
-  char buf[64];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, x);
-  return std::string(buf, end);
-}
-
-// Splits "name:k=v,k=v" into a StageSpec (syntax only).
-StatusOr<StageSpec> ParseStage(std::string_view text) {
-  StageSpec st;
-  size_t colon = text.find(':');
-  st.name = std::string(Trim(text.substr(0, colon)));
-  if (st.name.empty()) return Status::InvalidArgument("empty stage name in '" + std::string(text) + "'");
-  if (colon == std::string_view::npos) return st;
-  for (std::string_view kv : Split(text.substr(colon + 1), ',')) {
-    size_t eq = kv.find('=');
-    std::string_view key = Trim(kv.substr(0, eq));
-    std::string_view value = eq == std::string_view::npos ? std::string_view() : Trim(kv.substr(eq + 1));
-    if (eq == std::string_view::npos || key.empty() || value.empty()) {
-      return Status::InvalidArgument(st.name + ": malformed parameter '" + std::string(Trim(kv)) + "' (expected key=value)");
-    }
-    for (const auto& [k, v] : st.params) {
-      if (k == key) return Status::InvalidArgument(st.name + ": parameter '" + std::string(key) + "' given twice");
-    }
-    st.params.emplace_back(std::string(key), std::string(value));
-  }
-  return st;
-}
-
-// Checks a stage's parameters against its definition and returns it in canonical form.
-StatusOr<StageSpec> Canonicalize(const StageDef& def, const StageSpec& in) {
-  for (const auto& [k, v] : in.params) {
-    bool known = false;
-    for (const auto& p : def.params) known = known || k == p.key;
-    if (!known) {
-      std::string valid;
-      for (const auto& p : def.params) valid += std::string(valid.empty() ? "" : ", ") + p.key;
-      return Status::InvalidArgument(in.name + ": unknown parameter '" + k + "' (valid: " + (valid.empty() ? "none" : valid) + ")");
-    }
-  }
-  StageSpec out;
-  out.name = def.name;
-  const bool topk_with_k = def.id == StageId::kTopK && in.Find("k") != nullptr;
-  if (topk_with_k && in.Find("ratio") != nullptr) {
-    return Status::InvalidArgument("topk: give either 'ratio' or 'k', not both");
-  }
-  for (const auto& p : def.params) {
-    if (def.id == StageId::kTopK && std::string_view(p.key) == "ratio" && topk_with_k) continue;
-    const std::string* v = in.Find(p.key);
-    if (!v && !p.def) continue;
-    std::string value;
-    switch (p.kind) {
-      case Kind::kInt: {
-        SHOAL_ASSIGN_OR_RETURN(int64_t x, in.Int(p.key, 0, p.lo, p.hi));
-        value = v ? std::to_string(x) : p.def;
-        break;
-      }
-      case Kind::kBool: {
-        SHOAL_ASSIGN_OR_RETURN(int64_t x, in.Int(p.key, 0, 0, 1));
-        value = v ? std::to_string(x) : p.def;
-        break;
-      }
-      case Kind::kRatio: {
-        if (!v) {
-          value = p.def;
-          break;
-        }
-        double x = 0;
-        auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), x);
-        if (ec != std::errc() || end != v->data() + v->size() || !(x > 0.0 && x <= 1.0)) {
-          return Status::InvalidArgument(in.name + ": bad value '" + *v + "' for '" + p.key + "' (expected a number in (0, 1])");
-        }
-        value = FormatDouble(x);
-        break;
-      }
-    }
-    out.params.emplace_back(p.key, value);
-  }
-  return out;
-}
-
-// "demo:chunk=C,topk=K,bits=B" -> dct:chunk=C | topk:k=K,approx=0 | (sign | bf16 | int8 | none).
-StatusOr<std::vector<StageSpec>> ExpandDemo(const StageSpec& in) {
-  for (const auto& [k, v] : in.params) {
-    if (k != "chunk" && k != "topk" && k != "bits") {
-      return Status::InvalidArgument("demo: unknown parameter '" + k + "' (valid: chunk, topk, bits)");
-    }
-  }
-  SHOAL_ASSIGN_OR_RETURN(int64_t chunk, in.Int("chunk", 64, 1, 1024));
-  SHOAL_ASSIGN_OR_RETURN(int64_t topk, in.Int("topk", 8, 1, INT32_MAX));
-  SHOAL_ASSIGN_OR_RETURN(int64_t bits, in.Int("bits", 1, 1, 32));
-  std::vector<StageSpec> out;
-  out.push_back({"dct", {{"chunk", std::to_string(chunk)}}});
-  out.push_back({"topk", {{"k", std::to_string(topk)}, {"approx", "0"}}});
-  switch (bits) {
-    case 1: out.push_back({"sign", {}}); break;
-    case 8: out.push_back({"int8", {{"chunk", "256"}, {"stochastic", "0"}}}); break;
-    case 16: out.push_back({"bf16", {}}); break;
-    case 32: break;
-    default: return Status::InvalidArgument("demo: bad value '" + std::to_string(bits) + "' for 'bits' (expected 1, 8, 16 or 32)");
-  }
-  return out;
-}
-
-}  // namespace
-
-StatusOr<std::vector<StageSpec>> ParseSpec(const std::string& spec) {
-  auto fail = [&spec](const std::string& why) { return Status::InvalidArgument("codec spec '" + spec + "': " + why); };
-  std::string_view whole = Trim(spec);
-  std::vector<StageSpec> out;
-  if (whole.empty() || whole == "none") return out;
-  std::vector<std::pair<Slot, std::string>> filled;  // slot and the user-facing name that filled it
-  for (std::string_view part : Split(whole, '|')) {
-    part = Trim(part);
-    if (part.empty()) return fail("empty stage (two '|' in a row or a '|' at an end)");
-    auto parsed = ParseStage(part);
-    if (!parsed.ok()) return fail(parsed.status().message());
-    const StageSpec& st = *parsed;
-    std::vector<StageSpec> stages;
-    std::vector<Slot> slots;
-    if (st.name == "none") return fail("'none' must be the whole spec");
-    if (st.name == "demo") {
-      auto expanded = ExpandDemo(st);
-      if (!expanded.ok()) return fail(expanded.status().message());
-      stages = std::move(*expanded);
-      slots = {Slot::kTransform, Slot::kSelect};
-      if (stages.size() == 3) slots.push_back(Slot::kQuantize);
-    } else {
-      const StageDef* def = FindDef(st.name);
-      if (!def) return fail("unknown stage '" + st.name + "' (valid: " + ValidStages() + ")");
-      auto canon = Canonicalize(*def, st);
-      if (!canon.ok()) return fail(canon.status().message());
-      stages.push_back(std::move(*canon));
-      slots.push_back(def->slot);
-    }
-    for (Slot slot : slots) {
-      for (const auto& [s, name] : filled) {
-        if (s == slot) {
-          if (name == st.name) return fail("'" + st.name + "' appears twice");
-          return fail("'" + name + "' and '" + st.name + "' both fill the " + SlotName(slot) + " slot");
-        }
-        if (static_cast<int>(s) > static_cast<int>(slot)) {
-          return fail("'" + st.name + "' after '" + name +
-                      "' is out of order (order: ef | dct|powersgd | topk|randk | fp16|bf16|int8|qsgd|sign | zstd)");
-        }
-      }
-    }
-    for (Slot slot : slots) filled.emplace_back(slot, st.name);
-    for (auto& s : stages) out.push_back(std::move(s));
-  }
-  return out;
-}
 
 Shape2D ToShape2D(const TensorSpec& spec) {
   Shape2D s;
@@ -319,12 +44,6 @@ Shape2D ToShape2D(const TensorSpec& spec) {
   s.cols = 1;
   for (size_t i = 1; i < spec.shape.size(); ++i) s.cols *= spec.shape[i];
   return s;
-}
-
-std::vector<std::string> SupportedStages() {
-  std::vector<std::string> names;
-  for (const auto& d : StageDefs()) names.push_back(d.name);
-  return names;
 }
 
 // Codec ---------------------------------------------------------------------------------------
@@ -373,18 +92,17 @@ class Codec::Impl {
   std::vector<TensorSpec> layout;
   std::vector<Tensor> tensors;
   size_t total = 0;
-  bool ef = false;
+  std::unique_ptr<ErrorFeedback> ef;
+  const StageDecl* transform_decl = nullptr;  // to rebuild the transform on Reset
   StageSpec transform_spec;
   std::unique_ptr<Transform> transform;
   std::unique_ptr<Selector> selector;
   std::unique_ptr<Quantizer> quantizer;
-  bool zstd = false;
-  int zstd_level = 3;
+  std::unique_ptr<Packer> packer;
   std::vector<uint8_t> wire_ids;
   size_t body_bound = 0;  // most bytes a valid body can have for this layout
-  std::vector<float> residual;
 
-  bool dense() const { return !transform && !selector && !quantizer && !zstd; }
+  bool dense() const { return !transform && !selector && !quantizer && !packer; }
   bool chunk_local(size_t chunk) const { return chunk >= kChunkLocalMin && chunk <= kChunkLocalMax; }
 
   Status Build();
@@ -395,34 +113,29 @@ class Codec::Impl {
 
 Status Codec::Impl::Build() {
   for (const auto& st : stages) {
-    if (st.name == "ef") {
-      ef = true;
-    } else if (st.name == "dct") {
-      SHOAL_ASSIGN_OR_RETURN(transform, MakeDct(st));
+    const StageDecl* decl = FindStage(st.name);
+    if (!decl) return Status::Internal("codec: no stage '" + st.name + "'");
+    SHOAL_ASSIGN_OR_RETURN(StageParams params, StageParams::Parse(decl->name, decl->params, st));
+    // Each factory fills the pipeline member of its kind.
+    Status s = std::visit(
+        [&](auto make) -> Status {
+          auto built = make(params, layout);
+          if (!built.ok()) return built.status();
+          using T = typename std::remove_reference_t<decltype(*built)>::element_type;
+          if constexpr (std::is_same_v<T, ErrorFeedback>) ef = std::move(built).value();
+          if constexpr (std::is_same_v<T, Transform>) transform = std::move(built).value();
+          if constexpr (std::is_same_v<T, Selector>) selector = std::move(built).value();
+          if constexpr (std::is_same_v<T, Quantizer>) quantizer = std::move(built).value();
+          if constexpr (std::is_same_v<T, Packer>) packer = std::move(built).value();
+          return Status::Ok();
+        },
+        decl->factory);
+    SHOAL_RETURN_IF_ERROR(s);
+    if (decl->slot == Slot::kTransform) {
+      transform_decl = decl;
       transform_spec = st;
-    } else if (st.name == "powersgd") {
-      SHOAL_ASSIGN_OR_RETURN(transform, MakePowerSgd(st, layout));
-      transform_spec = st;
-    } else if (st.name == "topk") {
-      SHOAL_ASSIGN_OR_RETURN(selector, MakeTopK(st));
-    } else if (st.name == "randk") {
-      SHOAL_ASSIGN_OR_RETURN(selector, MakeRandK(st));
-    } else if (st.name == "fp16") {
-      SHOAL_ASSIGN_OR_RETURN(quantizer, MakeFp16(st));
-    } else if (st.name == "bf16") {
-      SHOAL_ASSIGN_OR_RETURN(quantizer, MakeBf16(st));
-    } else if (st.name == "int8") {
-      SHOAL_ASSIGN_OR_RETURN(quantizer, MakeInt8(st));
-    } else if (st.name == "qsgd") {
-      SHOAL_ASSIGN_OR_RETURN(quantizer, MakeQsgd(st));
-    } else if (st.name == "sign") {
-      SHOAL_ASSIGN_OR_RETURN(quantizer, MakeSign(st));
-    } else if (st.name == "zstd") {
-      zstd = true;
-      SHOAL_ASSIGN_OR_RETURN(int64_t level, st.Int("level", 3, 1, 19));
-      zstd_level = static_cast<int>(level);
     }
-    if (st.name != "ef") wire_ids.push_back(static_cast<uint8_t>(FindDef(st.name)->id));
+    if (decl->slot != Slot::kErrorFeedback) wire_ids.push_back(static_cast<uint8_t>(decl->id));
   }
   size_t offset = 0;
   body_bound = 0;
@@ -462,7 +175,7 @@ Status Codec::Impl::Build() {
     tensors.push_back(std::move(t));
   }
   total = offset;
-  residual.assign(ef ? total : 0, 0.0f);
+  if (ef) ef->Reset(total);
   return Status::Ok();
 }
 
@@ -652,8 +365,8 @@ StatusOr<std::unique_ptr<Codec>> Codec::Create(const std::string& spec, const st
 
 const std::string& Codec::spec() const { return impl_->spec; }
 bool Codec::is_dense() const { return impl_->dense(); }
-bool Codec::has_error_feedback() const { return impl_->ef; }
-std::span<const float> Codec::residual() const { return impl_->residual; }
+bool Codec::has_error_feedback() const { return impl_->ef != nullptr; }
+std::span<const float> Codec::residual() const { return impl_->ef ? impl_->ef->residual() : std::span<const float>(); }
 
 StatusOr<std::vector<uint8_t>> Codec::Encode(std::span<const float> update, const RoundContext& ctx) {
   Impl& m = *impl_;
@@ -664,8 +377,7 @@ StatusOr<std::vector<uint8_t>> Codec::Encode(std::span<const float> update, cons
   std::vector<float> xbuf;
   std::span<const float> x = update;
   if (m.ef && !m.dense()) {  // dense: decoding is exact, the residual stays zero
-    xbuf.resize(m.total);
-    for (size_t i = 0; i < m.total; ++i) xbuf[i] = update[i] + m.residual[i];
+    m.ef->Apply(update, &xbuf);
     x = xbuf;
   }
   size_t bad = 0;
@@ -693,15 +405,12 @@ StatusOr<std::vector<uint8_t>> Codec::Encode(std::span<const float> update, cons
     std::vector<float> decoded(m.total);
     Status s = m.DecodeBody(body, ctx, decoded);
     if (!s.ok()) return Status::Internal("codec: own payload does not decode: " + s.message());
-    for (size_t i = 0; i < m.total; ++i) m.residual[i] = x[i] - decoded[i];
+    m.ef->Update(x, decoded);
   }
-  if (!m.zstd) return w.Release();
+  if (!m.packer) return w.Release();
 
-  std::vector<uint8_t> payload(hdr + ZSTD_compressBound(body.size()));
-  std::memcpy(payload.data(), w.bytes().data(), hdr);
-  const size_t n = ZSTD_compress(payload.data() + hdr, payload.size() - hdr, body.data(), body.size(), m.zstd_level);
-  if (ZSTD_isError(n)) return Status::Internal(std::string("codec: zstd compression failed: ") + ZSTD_getErrorName(n));
-  payload.resize(hdr + n);
+  std::vector<uint8_t> payload(w.bytes().begin(), w.bytes().begin() + static_cast<std::ptrdiff_t>(hdr));
+  SHOAL_RETURN_IF_ERROR(m.packer->Pack(body, &payload));
   return payload;
 }
 
@@ -742,39 +451,17 @@ Status Codec::Decode(std::span<const uint8_t> payload, const RoundContext& ctx, 
   }
   std::span<const uint8_t> rest;
   SHOAL_RETURN_IF_ERROR(r.ReadBytes(r.remaining(), &rest, "body"));
-  if (!m.zstd) return m.DecodeBody(rest, ctx, out);
-
-  // zstd: exactly one frame, its declared size known and within what the layout allows, and
-  // decompressed into a buffer of exactly that size.
-  const size_t frame = ZSTD_findFrameCompressedSize(rest.data(), rest.size());
-  if (ZSTD_isError(frame) || frame != rest.size()) {
-    return Status::Corruption("codec payload: not exactly one zstd frame");
-  }
-  const unsigned long long declared = ZSTD_getFrameContentSize(rest.data(), rest.size());
-  if (declared == ZSTD_CONTENTSIZE_UNKNOWN || declared == ZSTD_CONTENTSIZE_ERROR) {
-    return Status::Corruption("codec payload: zstd frame without a content size");
-  }
-  if (declared > m.body_bound) {
-    return Status::Corruption("codec payload: zstd frame declares " + std::to_string(declared) + " bytes, the layout allows at most " +
-                              std::to_string(m.body_bound));
-  }
-  std::vector<uint8_t> body(static_cast<size_t>(declared));
-  ZSTD_DCtx* dctx = ZSTD_createDCtx();
-  if (!dctx) return Status::Internal("codec: out of memory for a zstd context");
-  const size_t got = ZSTD_decompressDCtx(dctx, body.data(), body.size(), rest.data(), rest.size());
-  ZSTD_freeDCtx(dctx);
-  if (ZSTD_isError(got) || got != body.size()) {
-    return Status::Corruption(std::string("codec payload: zstd frame does not decompress: ") +
-                              (ZSTD_isError(got) ? ZSTD_getErrorName(got) : "size mismatch"));
-  }
+  if (!m.packer) return m.DecodeBody(rest, ctx, out);
+  std::vector<uint8_t> body;
+  SHOAL_RETURN_IF_ERROR(m.packer->Unpack(rest, m.body_bound, &body));
   return m.DecodeBody(body, ctx, out);
 }
 
 void Codec::Reset() {
   Impl& m = *impl_;
-  std::fill(m.residual.begin(), m.residual.end(), 0.0f);
-  if (m.transform && m.transform_spec.name == "powersgd") {
-    auto t = MakePowerSgd(m.transform_spec, m.layout);
+  if (m.ef) m.ef->Reset(m.total);
+  if (m.transform_decl) {  // a fresh transform has no per-tensor state (PowerSGD's Q)
+    auto t = MakeStage<Transform>(*m.transform_decl, m.transform_spec, m.layout);
     if (t.ok()) m.transform = std::move(t).value();
   }
 }

@@ -57,16 +57,13 @@ struct StageSpec {
   std::string name;
   std::vector<std::pair<std::string, std::string>> params;
 
-  // The value of `key`, or nullptr when absent.
+  // The value of `key`, or nullptr when absent. (Typed, range-checked values: StageParams in
+  // registry.h, against the stage's declaration.)
   const std::string* Find(std::string_view key) const;
-  // Typed lookups for stage factories: `def` when absent; InvalidArgument naming the stage,
-  // the key and the accepted range when malformed or outside [lo, hi].
-  StatusOr<int64_t> Int(std::string_view key, int64_t def, int64_t lo, int64_t hi) const;
-  StatusOr<double> Double(std::string_view key, double def, double lo, double hi) const;
   // "name" or "name:k=v,k=v".
   std::string ToString() const;
 };
-// Parses and validates a spec (grammar above): unknown stage, unknown or malformed parameter,
+// Parses and validates a spec (grammar above; spec.cc): unknown stage, unknown or malformed parameter,
 // a stage in the wrong slot or twice are InvalidArgument errors that name the culprit.
 // "none" or "" is the empty pipeline (dense fp32).
 // The result is canonical: presets expanded ("demo:chunk=64,topk=8,bits=1" becomes
@@ -155,7 +152,7 @@ class Codec {
   std::unique_ptr<Impl> impl_;
 };
 
-// Stage names this build can decode (sent at Hello for negotiation).
+// Stage names this build can decode (sent at Hello for negotiation), from the registry.
 std::vector<std::string> SupportedStages();
 
 }  // namespace shoal::codec

@@ -188,13 +188,19 @@ class Dct final : public Transform {
   int64_t chunk_;
 };
 
+constexpr ParamDecl kParams[] = {
+    IntParam("chunk", 64, 1, 1024, "largest chunk side (each side: the largest divisor of the dimension <= chunk)"),
+};
+
+StatusOr<std::unique_ptr<Transform>> Build(const StageParams& p, const std::vector<TensorSpec>&) {
+  return std::unique_ptr<Transform>(std::make_unique<Dct>(p.Int("chunk")));
+}
+
 }  // namespace
 
-StatusOr<std::unique_ptr<Transform>> MakeDct(const StageSpec& spec) {
-  SHOAL_RETURN_IF_ERROR(detail::CheckParams(spec, {"chunk"}));
-  int64_t chunk = 64;
-  SHOAL_RETURN_IF_ERROR(detail::IntParam(spec, "chunk", 1, 1024, &chunk));
-  return std::unique_ptr<Transform>(std::make_unique<Dct>(chunk));
-}
+constinit const StageDecl kDctStage = {
+    .name = "dct", .id = StageId::kDct, .slot = Slot::kTransform,
+    .summary = "DeMo's chunked orthonormal DCT-II",
+    .params = kParams, .factory = &Build};
 
 }  // namespace shoal::codec

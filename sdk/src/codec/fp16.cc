@@ -72,9 +72,9 @@ class Fp16 final : public Quantizer {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Quantizer>> MakeFp16(const StageSpec& spec) {
-  if (!spec.params.empty()) return Status::InvalidArgument("fp16: unknown parameter '" + spec.params[0].first + "' (fp16 takes none)");
-  return std::unique_ptr<Quantizer>(new Fp16());
-}
+constinit const StageDecl kFp16Stage = {
+    .name = "fp16", .id = StageId::kFp16, .slot = Slot::kQuantize,
+    .summary = "IEEE half precision, round to nearest even",
+    .params = {}, .factory = &BuildPlain<Quantizer, Fp16>};
 
 }  // namespace shoal::codec

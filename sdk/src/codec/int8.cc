@@ -1,4 +1,4 @@
-// int8 quantizer: values in chunks of `chunk` (default 256), each chunk with its own scale
+// int8 quantizer: values in chunks of `chunk`, each chunk with its own scale
 // s = absmax / 127, q = round(x / s) in [-127, 127] (round to nearest even), or with
 // stochastic=1 q = floor(x / s + u), u uniform in [0, 1) from the encoder's private seed
 // (unbiased up to the 24-bit resolution of u). Deterministic error: |x - q s| <= s/2 (plus
@@ -132,17 +132,20 @@ class Int8 final : public Quantizer {
   bool stochastic_;
 };
 
+constexpr ParamDecl kParams[] = {
+    IntParam("chunk", 256, 1, int64_t{1} << 24, "values sharing one scale"),
+    BoolParam("stochastic", false, "1: stochastic rounding from the encoder's private seed"),
+};
+
+StatusOr<std::unique_ptr<Quantizer>> Build(const StageParams& p, const std::vector<TensorSpec>&) {
+  return std::unique_ptr<Quantizer>(new Int8(static_cast<size_t>(p.Int("chunk")), p.Int("stochastic") != 0));
+}
+
 }  // namespace
 
-StatusOr<std::unique_ptr<Quantizer>> MakeInt8(const StageSpec& spec) {
-  for (const auto& [k, v] : spec.params) {
-    if (k != "chunk" && k != "stochastic") {
-      return Status::InvalidArgument("int8: unknown parameter '" + k + "' (valid: chunk, stochastic)");
-    }
-  }
-  SHOAL_ASSIGN_OR_RETURN(int64_t chunk, spec.Int("chunk", 256, 1, int64_t{1} << 24));
-  SHOAL_ASSIGN_OR_RETURN(int64_t stochastic, spec.Int("stochastic", 0, 0, 1));
-  return std::unique_ptr<Quantizer>(new Int8(static_cast<size_t>(chunk), stochastic != 0));
-}
+constinit const StageDecl kInt8Stage = {
+    .name = "int8", .id = StageId::kInt8, .slot = Slot::kQuantize,
+    .summary = "8-bit integers with a per-chunk absmax scale",
+    .params = kParams, .factory = &Build};
 
 }  // namespace shoal::codec

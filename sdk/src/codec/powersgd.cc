@@ -157,13 +157,12 @@ class PowerSgd final : public Transform {
   std::vector<State> state_;
 };
 
-}  // namespace
+constexpr ParamDecl kParams[] = {
+    IntParam("rank", 4, 1, 1024, "rank r of the approximation"),
+    IntParam("seed", 0, 0, INT64_MAX, "seed of the initial Q (the same on every client)"),
+};
 
-StatusOr<std::unique_ptr<Transform>> MakePowerSgd(const StageSpec& spec, const std::vector<TensorSpec>& layout) {
-  SHOAL_RETURN_IF_ERROR(detail::CheckParams(spec, {"rank", "seed"}));
-  int64_t rank = 4, seed = 0;
-  SHOAL_RETURN_IF_ERROR(detail::IntParam(spec, "rank", 1, 1024, &rank));
-  SHOAL_RETURN_IF_ERROR(detail::IntParam(spec, "seed", 0, INT64_MAX, &seed));
+StatusOr<std::unique_ptr<Transform>> Build(const StageParams& p, const std::vector<TensorSpec>& layout) {
   for (const TensorSpec& t : layout) {
     // gemm takes int dimensions.
     int64_t rows = t.shape.empty() ? 1 : t.shape[0];
@@ -178,7 +177,14 @@ StatusOr<std::unique_ptr<Transform>> MakePowerSgd(const StageSpec& spec, const s
     }
   }
   return std::unique_ptr<Transform>(
-      std::make_unique<PowerSgd>(rank, static_cast<uint64_t>(seed), layout.size()));
+      std::make_unique<PowerSgd>(p.Int("rank"), static_cast<uint64_t>(p.Int("seed")), layout.size()));
 }
+
+}  // namespace
+
+constinit const StageDecl kPowerSgdStage = {
+    .name = "powersgd", .id = StageId::kPowerSgd, .slot = Slot::kTransform,
+    .summary = "PowerSGD rank-r approximation of each matrix, warm-started",
+    .params = kParams, .factory = &Build};
 
 }  // namespace shoal::codec

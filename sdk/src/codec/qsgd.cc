@@ -82,14 +82,19 @@ class Qsgd final : public Quantizer {
   int bits_;
 };
 
+constexpr ParamDecl kParams[] = {
+    IntParam("levels", 16, 1, 65535, "quantization levels s"),
+};
+
+StatusOr<std::unique_ptr<Quantizer>> Build(const StageParams& p, const std::vector<TensorSpec>&) {
+  return std::unique_ptr<Quantizer>(new Qsgd(static_cast<uint32_t>(p.Int("levels"))));
+}
+
 }  // namespace
 
-StatusOr<std::unique_ptr<Quantizer>> MakeQsgd(const StageSpec& spec) {
-  for (const auto& [k, v] : spec.params) {
-    if (k != "levels") return Status::InvalidArgument("qsgd: unknown parameter '" + k + "' (valid: levels)");
-  }
-  SHOAL_ASSIGN_OR_RETURN(int64_t levels, spec.Int("levels", 16, 1, 65535));
-  return std::unique_ptr<Quantizer>(new Qsgd(static_cast<uint32_t>(levels)));
-}
+constinit const StageDecl kQsgdStage = {
+    .name = "qsgd", .id = StageId::kQsgd, .slot = Slot::kQuantize,
+    .summary = "QSGD: unbiased stochastic quantization to s levels of the tensor's L2 norm",
+    .params = kParams, .factory = &Build};
 
 }  // namespace shoal::codec

@@ -70,13 +70,19 @@ class RandK final : public Selector {
   double ratio_;
 };
 
+constexpr ParamDecl kParams[] = {
+    RatioParam("ratio", 0.01, "share of the coordinates kept (per tensor, or per chunk of a chunking transform)"),
+};
+
+StatusOr<std::unique_ptr<Selector>> Build(const StageParams& p, const std::vector<TensorSpec>&) {
+  return std::unique_ptr<Selector>(std::make_unique<RandK>(p.Double("ratio")));
+}
+
 }  // namespace
 
-StatusOr<std::unique_ptr<Selector>> MakeRandK(const StageSpec& spec) {
-  SHOAL_RETURN_IF_ERROR(detail::CheckParams(spec, {"ratio"}));
-  double ratio = 0.01;
-  SHOAL_RETURN_IF_ERROR(detail::RatioParam(spec, "ratio", &ratio));
-  return std::unique_ptr<Selector>(std::make_unique<RandK>(ratio));
-}
+constinit const StageDecl kRandKStage = {
+    .name = "randk", .id = StageId::kRandK, .slot = Slot::kSelect,
+    .summary = "random coordinates from the round's shared seed (indices not sent)",
+    .params = kParams, .factory = &Build};
 
 }  // namespace shoal::codec

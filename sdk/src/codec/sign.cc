@@ -88,9 +88,9 @@ class Sign final : public Quantizer {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Quantizer>> MakeSign(const StageSpec& spec) {
-  if (!spec.params.empty()) return Status::InvalidArgument("sign: unknown parameter '" + spec.params[0].first + "' (sign takes none)");
-  return std::unique_ptr<Quantizer>(new Sign());
-}
+constinit const StageDecl kSignStage = {
+    .name = "sign", .id = StageId::kSign, .slot = Slot::kQuantize,
+    .summary = "1 bit per value (the sign) and a per-tensor scale, mean |x|",
+    .params = {}, .factory = &BuildPlain<Quantizer, Sign>};
 
 }  // namespace shoal::codec

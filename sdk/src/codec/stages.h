@@ -1,34 +1,71 @@
-// Factories for the codec stages, one stage per file (dct.cc, powersgd.cc, topk.cc, randk.cc,
-// fp16.cc, bf16.cc, int8.cc, qsgd.cc, sign.cc). Each validates its own parameters and
-// returns InvalidArgument naming the stage and parameter on bad input. Parameters and
-// defaults:
-//   dct       chunk=64            DCT-II, orthonormal, per chunk; chunk side = largest divisor of
-//                                 each dimension <= chunk (2-D chunks for matrices)
-//   powersgd  rank=4              rank-r approximation of each matrix, warm-started Q; vectors dense
-//   topk      ratio=0.01 | k=N    largest magnitudes, per tensor (or per chunk of k when the
-//             approx=0|1          transform chunks); approx=1 samples a threshold
-//   randk     ratio=0.01          coordinates drawn from the round's shared seed (not sent)
-//   fp16, bf16                    round to nearest even
-//   int8      chunk=256, stochastic=0|1   per-chunk absmax scale
-//   qsgd      levels=16           unbiased stochastic quantization with s levels (per-tensor norm)
-//   sign                          1 bit per value plus a per-tensor scale (mean |x|)
+// The codec stages, one per file, each declaring itself once (registry.h) with its parameters,
+// ranges and defaults: ef.cc, dct.cc, powersgd.cc, topk.cc, randk.cc, fp16.cc, bf16.cc,
+// int8.cc, qsgd.cc, sign.cc, zstd.cc; demo.cc declares the "demo" preset. StagesHelp() prints
+// every declaration. The Make* functions build one stage from a (not necessarily canonical)
+// StageSpec, checking its parameters against the declaration first.
 #pragma once
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "codec/codec.h"
+#include "codec/registry.h"
 
 namespace shoal::codec {
 
-StatusOr<std::unique_ptr<Transform>> MakeDct(const StageSpec& spec);
-StatusOr<std::unique_ptr<Transform>> MakePowerSgd(const StageSpec& spec, const std::vector<TensorSpec>& layout);
-StatusOr<std::unique_ptr<Selector>> MakeTopK(const StageSpec& spec);
-StatusOr<std::unique_ptr<Selector>> MakeRandK(const StageSpec& spec);
-StatusOr<std::unique_ptr<Quantizer>> MakeFp16(const StageSpec& spec);
-StatusOr<std::unique_ptr<Quantizer>> MakeBf16(const StageSpec& spec);
-StatusOr<std::unique_ptr<Quantizer>> MakeInt8(const StageSpec& spec);
-StatusOr<std::unique_ptr<Quantizer>> MakeQsgd(const StageSpec& spec);
-StatusOr<std::unique_ptr<Quantizer>> MakeSign(const StageSpec& spec);
+extern const StageDecl kErrorFeedbackStage;
+extern const StageDecl kDctStage;
+extern const StageDecl kPowerSgdStage;
+extern const StageDecl kTopKStage;
+extern const StageDecl kRandKStage;
+extern const StageDecl kFp16Stage;
+extern const StageDecl kBf16Stage;
+extern const StageDecl kInt8Stage;
+extern const StageDecl kQsgdStage;
+extern const StageDecl kSignStage;
+extern const StageDecl kZstdStage;
+extern const PresetDecl kDemoPreset;
+
+inline StatusOr<std::unique_ptr<Transform>> MakeDct(const StageSpec& s) { return MakeStage<Transform>(kDctStage, s); }
+inline StatusOr<std::unique_ptr<Transform>> MakePowerSgd(const StageSpec& s, const std::vector<TensorSpec>& layout) {
+  return MakeStage<Transform>(kPowerSgdStage, s, layout);
+}
+inline StatusOr<std::unique_ptr<Selector>> MakeTopK(const StageSpec& s) { return MakeStage<Selector>(kTopKStage, s); }
+inline StatusOr<std::unique_ptr<Selector>> MakeRandK(const StageSpec& s) { return MakeStage<Selector>(kRandKStage, s); }
+inline StatusOr<std::unique_ptr<Quantizer>> MakeFp16(const StageSpec& s) { return MakeStage<Quantizer>(kFp16Stage, s); }
+inline StatusOr<std::unique_ptr<Quantizer>> MakeBf16(const StageSpec& s) { return MakeStage<Quantizer>(kBf16Stage, s); }
+inline StatusOr<std::unique_ptr<Quantizer>> MakeInt8(const StageSpec& s) { return MakeStage<Quantizer>(kInt8Stage, s); }
+inline StatusOr<std::unique_ptr<Quantizer>> MakeQsgd(const StageSpec& s) { return MakeStage<Quantizer>(kQsgdStage, s); }
+inline StatusOr<std::unique_ptr<Quantizer>> MakeSign(const StageSpec& s) { return MakeStage<Quantizer>(kSignStage, s); }
+
+// Error feedback (stage "ef", ef.cc): the encoder keeps what its payloads lost and adds it to
+// the next update.
+class ErrorFeedback {
+ public:
+  // The residual the next update gets (size n after Reset(n)).
+  std::span<const float> residual() const { return residual_; }
+  // x[i] = fl(update[i] + residual[i]).
+  void Apply(std::span<const float> update, std::vector<float>* x) const;
+  // residual[i] = fl(x[i] - decoded[i]), decoded being exactly what a decoder reconstructs.
+  void Update(std::span<const float> x, std::span<const float> decoded);
+  // A zero residual of n values.
+  void Reset(size_t n) { residual_.assign(n, 0.0f); }
+
+ private:
+  std::vector<float> residual_;
+};
+
+// The pack slot (zstd.cc): compresses the whole body of a payload after its header.
+class Packer {
+ public:
+  virtual ~Packer() = default;
+  virtual StageId id() const = 0;
+  // Appends the packed `body` to *out.
+  virtual Status Pack(std::span<const uint8_t> body, std::vector<uint8_t>* out) const = 0;
+  // Unpacks `packed` (everything after the header) into *body; Corruption for anything that is
+  // not exactly one well-formed unit or would unpack to more than `max_body` bytes.
+  virtual Status Unpack(std::span<const uint8_t> packed, size_t max_body, std::vector<uint8_t>* body) const = 0;
+};
 
 }  // namespace shoal::codec

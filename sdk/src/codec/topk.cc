@@ -219,19 +219,22 @@ class TopK final : public Selector {
   bool approx_;
 };
 
+constexpr ParamDecl kParams[] = {
+    RatioParam("ratio", 0.01, "share of the values kept (per tensor, or per chunk of a chunking transform)", "k"),
+    OptionalIntParam("k", 1, INT32_MAX, "values kept per tensor or chunk, instead of a ratio"),
+    BoolParam("approx", false, "1: rank by the top 16 bits of |v| (faster; within a factor 1 + 2^-7)"),
+};
+
+StatusOr<std::unique_ptr<Selector>> Build(const StageParams& p, const std::vector<TensorSpec>&) {
+  return std::unique_ptr<Selector>(
+      std::make_unique<TopK>(p.Double("ratio"), static_cast<size_t>(p.Int("k")), p.Int("approx") != 0));
+}
+
 }  // namespace
 
-StatusOr<std::unique_ptr<Selector>> MakeTopK(const StageSpec& spec) {
-  SHOAL_RETURN_IF_ERROR(detail::CheckParams(spec, {"ratio", "k", "approx"}));
-  if (detail::FindParam(spec, "ratio") && detail::FindParam(spec, "k")) {
-    return Status::InvalidArgument(spec.name + ": parameters 'ratio' and 'k' are exclusive: give one");
-  }
-  double ratio = 0.01;
-  int64_t k = 0, approx = 0;
-  SHOAL_RETURN_IF_ERROR(detail::RatioParam(spec, "ratio", &ratio));
-  SHOAL_RETURN_IF_ERROR(detail::IntParam(spec, "k", 1, INT32_MAX, &k));
-  SHOAL_RETURN_IF_ERROR(detail::IntParam(spec, "approx", 0, 1, &approx));
-  return std::unique_ptr<Selector>(std::make_unique<TopK>(ratio, static_cast<size_t>(k), approx != 0));
-}
+constinit const StageDecl kTopKStage = {
+    .name = "topk", .id = StageId::kTopK, .slot = Slot::kSelect,
+    .summary = "the largest magnitudes",
+    .params = kParams, .factory = &Build};
 
 }  // namespace shoal::codec

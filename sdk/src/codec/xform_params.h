@@ -1,85 +1,16 @@
 // Private helpers of the transform and selector stages (dct.cc, powersgd.cc, topk.cc, randk.cc):
-// parameter parsing with errors that name the stage and the parameter, the per-chunk count rule
-// shared by top-k and random-k, and DeMo's chunk-side rule plus the cached DCT-II matrices.
+// the per-chunk count rule shared by top-k and random-k, and DeMo's chunk-side rule plus the
+// cached DCT-II matrices. (Parameters are checked by the registry, registry.h.)
 #pragma once
 
-#include <charconv>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <initializer_list>
-#include <string>
-#include <string_view>
-#include <system_error>
 #include <vector>
 
 #include "codec/codec.h"
 
 namespace shoal::codec::detail {
-
-// Refuses a parameter not in `known` and a parameter given twice.
-inline Status CheckParams(const StageSpec& spec, std::initializer_list<std::string_view> known) {
-  for (size_t i = 0; i < spec.params.size(); ++i) {
-    const std::string& key = spec.params[i].first;
-    bool ok = false;
-    for (std::string_view k : known) ok = ok || key == k;
-    if (!ok) {
-      std::string list;
-      for (std::string_view k : known) list += (list.empty() ? "" : ", ") + std::string(k);
-      return Status::InvalidArgument(spec.name + ": unknown parameter '" + key + "' (known: " +
-                                     (list.empty() ? "none" : list) + ")");
-    }
-    for (size_t j = 0; j < i; ++j) {
-      if (spec.params[j].first == key) {
-        return Status::InvalidArgument(spec.name + ": parameter '" + key + "' given twice");
-      }
-    }
-  }
-  return Status::Ok();
-}
-
-inline const std::string* FindParam(const StageSpec& spec, std::string_view key) {
-  for (const auto& [k, v] : spec.params) {
-    if (k == key) return &v;
-  }
-  return nullptr;
-}
-
-// Integer parameter in [lo, hi]; *out keeps its default when the parameter is absent.
-inline Status IntParam(const StageSpec& spec, std::string_view key, int64_t lo, int64_t hi, int64_t* out) {
-  const std::string* v = FindParam(spec, key);
-  if (!v) return Status::Ok();
-  int64_t x = 0;
-  auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), x);
-  if (v->empty() || ec != std::errc() || end != v->data() + v->size()) {
-    return Status::InvalidArgument(spec.name + ": parameter '" + std::string(key) + "' must be an integer, got '" +
-                                   *v + "'");
-  }
-  if (x < lo || x > hi) {
-    return Status::InvalidArgument(spec.name + ": parameter '" + std::string(key) + "' must be in [" +
-                                   std::to_string(lo) + ", " + std::to_string(hi) + "], got '" + *v + "'");
-  }
-  *out = x;
-  return Status::Ok();
-}
-
-// Ratio parameter in (0, 1]; *out keeps its default when the parameter is absent.
-inline Status RatioParam(const StageSpec& spec, std::string_view key, double* out) {
-  const std::string* v = FindParam(spec, key);
-  if (!v) return Status::Ok();
-  double x = 0;
-  auto [end, ec] = std::from_chars(v->data(), v->data() + v->size(), x);
-  if (v->empty() || ec != std::errc() || end != v->data() + v->size() || !std::isfinite(x)) {
-    return Status::InvalidArgument(spec.name + ": parameter '" + std::string(key) + "' must be a number, got '" +
-                                   *v + "'");
-  }
-  if (!(x > 0.0 && x <= 1.0)) {
-    return Status::InvalidArgument(spec.name + ": parameter '" + std::string(key) + "' must be in (0, 1], got '" +
-                                   *v + "'");
-  }
-  *out = x;
-  return Status::Ok();
-}
 
 // How many of `len` values a ratio/k selector keeps: k (when k > 0) or round(ratio * len), at
 // least 1, at most len. Plain double arithmetic (IEEE, so the same on every machine).
