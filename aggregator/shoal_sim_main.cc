@@ -72,11 +72,11 @@ int main(int argc, char** argv) {
   auto report = (*sim)->Run(stop);
   if (!report.ok()) return shoal::cli::Fail(kProgram, report.status().message());
   const auto& r = *report;
-  std::printf("shoal-sim: %u clients (%u data parts), %llu rounds in %.2f s (%.3f s/round; setup %.2f s), %llu churn "
-              "deaths, %llu frames lost, %zu model versions held at most, peak RSS %.1f MiB\n",
-              o.clients, r.parts, static_cast<unsigned long long>(r.rounds), r.seconds,
-              r.rounds ? r.seconds / static_cast<double>(r.rounds) : 0.0, r.setup_seconds,
-              static_cast<unsigned long long>(r.deaths), static_cast<unsigned long long>(r.frames_lost),
+  std::printf("shoal-sim: %u clients (%u data parts), %llu rounds in %.2f s (%.3f s per round; setup and registration "
+              "%.2f s), final accuracy %.4f, %llu churn deaths, %llu frames lost, at most %zu model versions held, "
+              "peak RSS %.1f MiB\n",
+              o.clients, r.parts, static_cast<unsigned long long>(r.rounds), r.seconds, r.round_seconds, r.setup_seconds,
+              r.final_accuracy, static_cast<unsigned long long>(r.deaths), static_cast<unsigned long long>(r.frames_lost),
               r.live_replicas_peak, static_cast<double>(r.peak_rss_bytes) / (1 << 20));
   return 0;
 }

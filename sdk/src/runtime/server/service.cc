@@ -163,6 +163,7 @@ class Service::Impl {
   bool RoundResolved() const { return round_.results.size() + round_.failures.size() >= round_.selected.size(); }
   Status CloseRound();
   Status WriteMetrics(const nlohmann::json& line);
+  void PrintTableRow(const RoundReport& r);
   Status SaveCheckpoint();
   void SendByeToAll(const std::string& reason);
 
@@ -199,6 +200,7 @@ class Service::Impl {
   uint64_t last_completed_ = 0;
   RoundState round_;
   bool waiting_logged_ = false;
+  bool table_header_printed_ = false;
 
   std::ofstream metrics_;
   uint64_t frames_rejected_ = 0;
@@ -823,21 +825,36 @@ Status Service::Impl::CloseRound() {
     }
   }
 
+  RoundReport r;
+  r.round = round_.number;
+  r.clients_selected = round_.selected.size();
+  r.clients_reported = results.size();
+  r.clients_dropped = failures.size();
+  r.clients_registered = clients_.size();
+  r.test_loss = eval.loss;
+  r.test_accuracy = eval.accuracy;
+  r.train_loss = weight ? train_loss / static_cast<double>(weight) : 0.0;
+  r.bytes_up = bytes_up;
+  r.bytes_down = bytes_down;
+  r.bytes_dense_equiv = dense_equiv;
+  r.seconds = seconds;
+  r.model_hash = global_hash_;
+  r.model_updated = updated;
   nlohmann::json line = {
-      {"round", round_.number},
-      {"clients_selected", round_.selected.size()},
-      {"clients_reported", results.size()},
-      {"clients_dropped", failures.size()},
-      {"clients_registered", clients_.size()},
-      {"test_loss", eval.loss},
-      {"test_accuracy", eval.accuracy},
-      {"train_loss", weight ? train_loss / static_cast<double>(weight) : 0.0},
-      {"bytes_up", bytes_up},
-      {"bytes_down", bytes_down},
-      {"bytes_dense_equiv", dense_equiv},
-      {"seconds", seconds},
-      {"model_hash", global_hash_},
-      {"model_updated", updated},
+      {"round", r.round},
+      {"clients_selected", r.clients_selected},
+      {"clients_reported", r.clients_reported},
+      {"clients_dropped", r.clients_dropped},
+      {"clients_registered", r.clients_registered},
+      {"test_loss", r.test_loss},
+      {"test_accuracy", r.test_accuracy},
+      {"train_loss", r.train_loss},
+      {"bytes_up", r.bytes_up},
+      {"bytes_down", r.bytes_down},
+      {"bytes_dense_equiv", r.bytes_dense_equiv},
+      {"seconds", r.seconds},
+      {"model_hash", r.model_hash},
+      {"model_updated", r.model_updated},
       {"resyncs", resyncs_},
       {"encode_seconds", results.empty() ? 0.0 : encode_seconds / static_cast<double>(results.size())},
       {"decode_seconds", round_.decode_seconds},
@@ -855,20 +872,23 @@ Status Service::Impl::CloseRound() {
   }
   SHOAL_RETURN_IF_ERROR(WriteMetrics(line));
   SHOAL_RETURN_IF_ERROR(SaveCheckpoint());
-  if (o_.print_table) {
-    if (last_completed_ == 1 || round_.number % 20 == 1)
-      std::printf("%6s %9s %9s %12s %12s %8s %5s\n", "round", "accuracy", "loss", "bytes_up", "bytes_down", "seconds",
-                  "ok");
-    std::printf("%6llu %9.4f %9.4f %12llu %12llu %8.2f %2zu/%zu\n", static_cast<unsigned long long>(round_.number),
-                eval.accuracy, eval.loss, static_cast<unsigned long long>(bytes_up),
-                static_cast<unsigned long long>(bytes_down), seconds, results.size(), round_.selected.size());
-    std::fflush(stdout);
-  }
-  spdlog::info("round {} done: accuracy {:.4f}, loss {:.4f}, {}/{} clients, {:.2f}s", round_.number, eval.accuracy,
-               eval.loss, results.size(), round_.selected.size(), seconds);
+  if (o_.print_table) PrintTableRow(r);
+  spdlog::info("round {} done: accuracy {:.4f}, loss {:.4f}, {}/{} clients, {:.2f}s", r.round, r.test_accuracy,
+               r.test_loss, r.clients_reported, r.clients_selected, r.seconds);
+  if (o_.on_round) o_.on_round(r);
   round_ = RoundState{};
   round_.number = last_completed_;
   return Status::Ok();
+}
+
+void Service::Impl::PrintTableRow(const RoundReport& r) {
+  if (r.round == 1 || r.round % 20 == 1 || !table_header_printed_)
+    std::printf("%6s %9s %9s %12s %12s %8s %5s\n", "round", "accuracy", "loss", "bytes_up", "bytes_down", "seconds", "ok");
+  table_header_printed_ = true;
+  std::printf("%6llu %9.4f %9.4f %12llu %12llu %8.2f %2zu/%zu\n", static_cast<unsigned long long>(r.round),
+              r.test_accuracy, r.test_loss, static_cast<unsigned long long>(r.bytes_up),
+              static_cast<unsigned long long>(r.bytes_down), r.seconds, r.clients_reported, r.clients_selected);
+  std::fflush(stdout);
 }
 
 Status Service::Impl::WriteMetrics(const nlohmann::json& line) {

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -15,6 +16,20 @@
 #include "transport/channel.h"
 
 namespace shoal::aggregator {
+
+// One completed round, as the service reports it: the metrics line (DESIGN.md §6), the
+// console table and an observer (on_round) all read this value.
+struct RoundReport {
+  uint64_t round = 0;
+  size_t clients_selected = 0, clients_reported = 0, clients_dropped = 0, clients_registered = 0;
+  double test_loss = 0.0, test_accuracy = 0.0;  // of the global model after the round, on the held-out split
+  double train_loss = 0.0;                      // clients' reported mean, weighted by examples
+  uint64_t bytes_up = 0, bytes_down = 0;        // bytes of frames on the wire this round
+  uint64_t bytes_dense_equiv = 0;               // what dense fp32 models both ways would have cost
+  double seconds = 0.0;                         // from the tasks going out to the round's close
+  std::string model_hash;                       // of the global model after the round
+  bool model_updated = false;
+};
 
 struct AggregatorOptions {
   std::string listen = "tcp://*:7070";     // ZeroMQ endpoint to bind
@@ -47,6 +62,9 @@ struct AggregatorOptions {
   bool resume = false;                     // continue from checkpoint_dir's last completed round
   std::string device = "cpu";              // backend for evaluation
   bool print_table = true;                 // per-round table on stdout
+  // Called on the service's thread after each round is committed (metrics written,
+  // checkpoint saved). Optional.
+  std::function<void(const RoundReport&)> on_round;
 };
 
 class Service {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -105,13 +106,22 @@ class Simulator::Impl {
   std::vector<std::shared_ptr<const data::Dataset>> parts_;
   std::vector<std::unique_ptr<Slot>> slots_;
   std::atomic<bool> service_done_{false};
+  std::atomic<bool> service_stop_{false};  // the caller's stop, or every client gave up
+  std::atomic<uint32_t> failed_{0};        // clients that stopped with an error
+  std::mutex first_error_mu_;
+  Status first_error_;
   std::atomic<uint64_t> deaths_{0};
   std::atomic<size_t> live_replicas_peak_{0};
-  double setup_seconds_ = 0.0;
+  Clock::time_point created_;
+  // Written by the service thread (on_round), read after it stopped.
+  std::optional<Clock::time_point> first_round_start_, last_round_end_;
+  double round_seconds_sum_ = 0.0;
+  uint64_t rounds_ = 0;
+  double final_accuracy_ = 0.0;
 };
 
 Status Simulator::Impl::Init() {
-  const auto started = Clock::now();
+  created_ = Clock::now();
   if (o_.clients == 0) return Status::InvalidArgument("--clients must be at least 1");
   if (o_.server.rounds == 0) return Status::InvalidArgument("shoal-sim needs --rounds N (N > 0)");
   if (!(o_.churn >= 0.0 && o_.churn < 1.0)) return Status::InvalidArgument("--churn must be in [0, 1)");
@@ -120,6 +130,10 @@ Status Simulator::Impl::Init() {
     if (!(v >= 0.0 && std::isfinite(v)))
       return Status::InvalidArgument("link and straggler figures must be finite and >= 0");
   if (o_.min_part < 1) return Status::InvalidArgument("--min-part must be at least 1");
+  if (o_.server.optimizer.name == "demo")
+    return Status::InvalidArgument(
+        "shoal-sim does not run --client-optimizer demo: DeMo's momentum lives in the client between rounds, which "
+        "virtual clients do not keep");
   if (o_.threads == 0) o_.threads = std::max(1u, std::thread::hardware_concurrency());
   o_.threads = std::min(o_.threads, o_.clients);
 
@@ -142,6 +156,15 @@ Status Simulator::Impl::Init() {
   net_ = transport::inproc::Network::Create(o_.server.seed);
   o_.server.listen = std::string("inproc-sim://") + kListenName;
   o_.server.max_clients = std::max(o_.server.max_clients, o_.clients);
+  o_.server.on_round = [this](const aggregator::RoundReport& r) {
+    const auto now = Clock::now();
+    if (!first_round_start_)
+      first_round_start_ = now - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(r.seconds));
+    last_round_end_ = now;
+    round_seconds_sum_ += r.seconds;
+    ++rounds_;
+    final_accuracy_ = r.test_accuracy;
+  };
   SHOAL_ASSIGN_OR_RETURN(auto listener, net_->Listen(kListenName));
   SHOAL_ASSIGN_OR_RETURN(service_, aggregator::Service::Create(o_.server, std::move(listener)));
 
@@ -161,7 +184,6 @@ Status Simulator::Impl::Init() {
     MakeClient(*s);
     slots_.push_back(std::move(s));
   }
-  setup_seconds_ = std::chrono::duration<double>(Clock::now() - started).count();
   spdlog::info("shoal-sim: {} clients on {} threads, {} data parts; service on {}", o_.clients, o_.threads, num_parts,
                o_.server.listen);
   return Status::Ok();
@@ -192,7 +214,8 @@ void Simulator::Impl::MakeClient(Slot& s) {
 
 // Polls every `threads`-th client, from `thread` on, until the service is done.
 void Simulator::Impl::Drive(uint32_t thread, const std::atomic<bool>& stop) {
-  while (!stop.load() && !service_done_.load()) {
+  while (!service_done_.load()) {
+    if (stop.load()) service_stop_ = true;
     const auto now = Clock::now();
     for (size_t i = thread; i < slots_.size(); i += o_.threads) {
       Slot& s = *slots_[i];
@@ -212,7 +235,12 @@ void Simulator::Impl::Drive(uint32_t thread, const std::atomic<bool>& stop) {
         s.client.reset();
         s.finished = true;
         s.result = st;
-        if (!st.ok()) spdlog::warn("{} stopped: {}", s.name, st.message());
+        if (!st.ok()) {
+          spdlog::warn("{} stopped: {}", s.name, st.message());
+          std::lock_guard<std::mutex> lock(first_error_mu_);
+          if (first_error_.ok()) first_error_ = st;
+          if (failed_.fetch_add(1) + 1 == o_.clients) service_stop_ = true;  // nobody is left to train
+        }
       }
     }
     if (thread == 0) {
@@ -224,16 +252,19 @@ void Simulator::Impl::Drive(uint32_t thread, const std::atomic<bool>& stop) {
 }
 
 StatusOr<SimReport> Simulator::Impl::Run(const std::atomic<bool>& stop) {
-  const auto started = Clock::now();
   std::vector<std::thread> drivers;
   for (uint32_t t = 0; t < o_.threads; ++t) drivers.emplace_back([this, t, &stop] { Drive(t, stop); });
-  Status served = service_->Run(stop);
+  Status served = service_->Run(service_stop_);
   service_done_ = true;
   for (auto& d : drivers) d.join();
   SimReport r;
-  r.seconds = std::chrono::duration<double>(Clock::now() - started).count();
-  r.setup_seconds = setup_seconds_;
-  r.rounds = service_->rounds_completed();
+  r.rounds = rounds_;
+  if (first_round_start_) {
+    r.setup_seconds = std::chrono::duration<double>(*first_round_start_ - created_).count();
+    r.seconds = std::chrono::duration<double>(*last_round_end_ - *first_round_start_).count();
+    r.round_seconds = round_seconds_sum_ / static_cast<double>(rounds_);
+  }
+  r.final_accuracy = final_accuracy_;
   r.parts = static_cast<uint32_t>(parts_.size());
   r.deaths = deaths_.load();
   r.frames_lost = net_->stats().frames_lost;
@@ -241,6 +272,8 @@ StatusOr<SimReport> Simulator::Impl::Run(const std::atomic<bool>& stop) {
   r.peak_rss_bytes = PeakRssBytes();
   slots_.clear();  // clients close their channels before the service goes
   SHOAL_RETURN_IF_ERROR(served);
+  if (failed_.load() == o_.clients)
+    return Status::Unavailable("every client stopped with an error; the first: " + first_error_.message());
   return r;
 }
 

@@ -56,7 +56,9 @@ struct SimOptions {
 struct SimReport {
   uint64_t rounds = 0;               // completed by the service
   double seconds = 0.0;              // from the start of the first round to the end of the last
-  double setup_seconds = 0.0;        // loading data, starting the service, registering every client
+  double round_seconds = 0.0;        // mean of the rounds' own seconds (tasks out to close)
+  double setup_seconds = 0.0;        // loading data, starting the service, until the first round starts
+  double final_accuracy = 0.0;       // held-out accuracy after the last round
   uint32_t parts = 0;                // distinct data parts the clients share
   uint64_t deaths = 0;               // clients killed by churn
   uint64_t frames_lost = 0;          // dropped by link loss

@@ -1,0 +1,96 @@
+// shoal-sim as a user runs it: 1,000 virtual clients in one process, the real aggregator and
+// client code over the in-process network, judged by the metrics it writes.
+#include <gtest/gtest.h>
+
+#include "harness.h"
+
+namespace shoal::testing {
+namespace {
+
+using std::chrono::seconds;
+
+struct SimRun {
+  int exit_code = -1;
+  std::string stdout_text, stderr_text;
+  std::vector<nlohmann::json> rounds;
+};
+
+SimRun RunSim(const std::string& name, const std::vector<std::string>& extra) {
+  const std::string dir = TempDir(name);
+  const std::string metrics = dir + "/metrics.jsonl";
+  std::vector<std::string> args = {"--clients", "1000", "--rounds", "5", "--fraction", "0.1", "--dataset", "digits",
+                                   "--lr", "0.1", "--local-epochs", "5", "--seed", "3", "--threads", "2",
+                                   "--metrics-out", metrics, "--log-level", "error"};
+  for (size_t i = 0; i + 1 < extra.size(); i += 2) SetFlag(args, extra[i], extra[i + 1]);
+  Process sim(BinDir() + "/shoal-sim", args, dir + "/sim", OneThreadEnv());
+  SimRun r;
+  r.exit_code = sim.Wait(std::chrono::milliseconds(120000));
+  r.stdout_text = sim.Stdout();
+  r.stderr_text = sim.Stderr();
+  if (r.exit_code == 0) r.rounds = ReadJsonLines(metrics);
+  return r;
+}
+
+TEST(Sim, AThousandClientsTrainAndEveryRoundSelectsItsShare) {
+  SimRun r = RunSim("sim-1000", {});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  ASSERT_EQ(r.rounds.size(), 5u);
+  for (const auto& line : r.rounds) {
+    EXPECT_EQ(line["clients_registered"], 1000) << line.dump();
+    EXPECT_EQ(line["clients_selected"], 100) << line.dump();
+    EXPECT_EQ(line["clients_reported"], 100) << line.dump();
+    EXPECT_TRUE(line["model_updated"].get<bool>());
+  }
+  // The model learns: digits from 10% (chance) to well above it in 5 rounds.
+  EXPECT_GT(r.rounds.back()["test_accuracy"].get<double>(), 0.5);
+  EXPECT_LT(r.rounds.back()["test_loss"].get<double>(), r.rounds.front()["test_loss"].get<double>());
+  EXPECT_NE(r.stdout_text.find("shoal-sim: 1000 clients"), std::string::npos) << r.stdout_text;
+}
+
+// Same seed, same federation: the same model after every round, though the updates of each
+// round arrive in a different order each run (two driver threads, real time).
+TEST(Sim, TheSameSeedGivesTheSameModelHashes) {
+  SimRun a = RunSim("sim-det-a", {"--clients", "300", "--fraction", "0.2"});
+  SimRun b = RunSim("sim-det-b", {"--clients", "300", "--fraction", "0.2", "--latency-ms", "2", "--latency-spread", "1"});
+  ASSERT_EQ(a.exit_code, 0) << a.stderr_text;
+  ASSERT_EQ(b.exit_code, 0) << b.stderr_text;
+  ASSERT_EQ(a.rounds.size(), b.rounds.size());
+  for (size_t i = 0; i < a.rounds.size(); ++i) EXPECT_EQ(a.rounds[i]["model_hash"], b.rounds[i]["model_hash"]) << i;
+}
+
+// Churn: a fifth of each round's clients die mid-round; the rounds close without them (after
+// the heartbeat timeout), the dead come back, and training goes on.
+TEST(Sim, ChurnedClientsAreDroppedAndComeBack) {
+  SimRun r = RunSim("sim-churn", {"--churn", "0.2", "--churn-restart", "300", "--heartbeat-interval", "0.2",
+                                  "--heartbeat-timeout", "1", "--round-timeout", "10"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  ASSERT_EQ(r.rounds.size(), 5u);
+  uint64_t dropped = 0;
+  for (const auto& line : r.rounds) {
+    dropped += line["clients_dropped"].get<uint64_t>();
+    EXPECT_EQ(line["clients_reported"].get<uint64_t>() + line["clients_dropped"].get<uint64_t>(),
+              line["clients_selected"].get<uint64_t>());
+    EXPECT_GE(line["clients_registered"].get<uint64_t>(), 900u) << "the dead must come back";
+  }
+  // 500 selections at 20%: 100 expected; fewer than 60 has probability < 1e-5.
+  EXPECT_GT(dropped, 60u);
+  EXPECT_LT(dropped, 140u);
+  EXPECT_GT(r.rounds.back()["test_accuracy"].get<double>(), 0.3);
+  EXPECT_NE(r.stdout_text.find("churn deaths"), std::string::npos);
+}
+
+TEST(Sim, RefusesWhatItCannotSimulate) {
+  SimRun demo = RunSim("sim-demo", {"--client-optimizer", "demo", "--strategy", "demo", "--rounds", "1"});
+  EXPECT_EQ(demo.exit_code, 2);
+  EXPECT_NE(demo.stderr_text.find("does not run --client-optimizer demo"), std::string::npos) << demo.stderr_text;
+  // A bad task flag is refused by the service before any client starts.
+  SimRun bad = RunSim("sim-bad", {"--clients", "20", "--batch-size", "0"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.stderr_text.find("--batch-size"), std::string::npos) << bad.stderr_text;
+  SimRun no_clients = RunSim("sim-zero", {"--clients", "0"});
+  EXPECT_EQ(no_clients.exit_code, 2);
+  EXPECT_NE(no_clients.stderr_text.find("--clients must be at least 1"), std::string::npos) << no_clients.stderr_text;
+}
+
+}  // namespace
+}  // namespace shoal::testing
