@@ -38,7 +38,7 @@ __extension__ typedef unsigned __int128 UInt128;
 
 class ExactSum {
  public:
-  static constexpr uint64_t kMaxWeight = uint64_t{1} << 40;
+  static constexpr uint64_t kMaxWeight = uint64_t{1} << 40;  // = protocol::kMaxExamples (limits.h)
   static constexpr uint64_t kMaxTotalWeight = uint64_t{1} << 63;
 
   explicit ExactSum(size_t n);

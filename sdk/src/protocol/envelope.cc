@@ -11,13 +11,7 @@ namespace {
 
 // Verifier limits: our tables nest at most 4 deep and a frame carries few tables (one per
 // tensor of the layout plus metrics), so these are generous yet far below the defaults.
-constexpr flatbuffers::uoffset_t kMaxDepth = 16;
-constexpr flatbuffers::uoffset_t kMaxTables = 1u << 16;
 // Bounds on task fields, so a hostile Welcome cannot make a client allocate without limit.
-constexpr size_t kMaxLayoutTensors = 4096;
-constexpr size_t kMaxTensorRank = 8;
-constexpr size_t kMaxMetrics = 64;
-constexpr size_t kMaxStringBytes = 4096;
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "protocol/limits.h"
 #include "shoal/status.h"
 #include "shoal/trainer.h"
 #include "shoal/wire/shoal_generated.h"
@@ -18,13 +19,6 @@ namespace shoal::protocol {
 
 // Bumped only for changes old peers cannot read (see schemas/shoal.fbs).
 inline constexpr uint32_t kProtocolVersion = 1;
-// Default payload chunk: 16 MiB.
-inline constexpr size_t kDefaultChunkBytes = size_t{16} << 20;
-// Room for everything in a frame besides chunk data (header, metrics, task description).
-inline constexpr size_t kFrameOverheadBytes = size_t{256} << 10;
-inline constexpr size_t MaxFrameBytes(size_t chunk_bytes) { return chunk_bytes + kFrameOverheadBytes; }
-// Largest model the protocol accepts in one payload: 2^34 bytes (4 Gi floats).
-inline constexpr uint64_t kMaxPayloadBytes = uint64_t{1} << 34;
 
 using Frame = std::vector<uint8_t>;
 

@@ -9,8 +9,6 @@ namespace {
 
 using flatbuffers::FlatBufferBuilder;
 
-constexpr size_t kMaxMembers = 4096;
-constexpr size_t kMaxParams = 64;
 
 flatbuffers::Offset<wire::PeerInfo> BuildPeer(FlatBufferBuilder& fbb, const PeerInfo& p) {
   auto key = fbb.CreateVector(p.sign_key.data(), p.sign_key.size());
@@ -128,7 +126,7 @@ StatusOr<SwarmInfo> DecodeMembers(const wire::Members* m) {
       out.chunk_bytes < 1024)
     return Status::Protocol("swarm timing or chunk settings are inconsistent");
   if (m->params()) {
-    if (m->params()->size() > kMaxParams) return Status::Protocol("too many swarm parameters");
+    if (m->params()->size() > kMaxSwarmParams) return Status::Protocol("too many swarm parameters");
     for (const auto* p : *m->params()) {
       if (!p || !p->name() || p->name()->size() > 64 || !std::isfinite(p->value()))
         return Status::Protocol("bad swarm parameter");

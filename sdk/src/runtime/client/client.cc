@@ -356,7 +356,7 @@ Status Client::Impl::HandleRoundTask(const wire::Envelope* env) {
     // Bound each transfer by what its encoding can need: the dense model, at most twice
     // that for a codec delta, nothing for Unchanged.
     uint64_t limit = n * sizeof(float);
-    if (t->encoding() == wire::PayloadEncoding::Codec) limit = 2 * limit + (64u << 10);
+    if (t->encoding() == wire::PayloadEncoding::Codec) limit = protocol::MaxCodecPayloadBytes(n);
     if (t->encoding() == wire::PayloadEncoding::Unchanged) limit = 0;
     assembler_.emplace(limit);
     if (new_round) round_started_ = Clock::now();

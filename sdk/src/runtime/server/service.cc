@@ -14,6 +14,7 @@
 #include <optional>
 #include <vector>
 
+#include "aggregate/exact_sum.h"
 #include "backend/backend.h"
 #include "codec/codec.h"
 #include "codec/round_context.h"
@@ -39,8 +40,9 @@ using wire::ErrorCode;
 
 namespace {
 
+static_assert(protocol::kMaxExamples == ExactSum::kMaxWeight, "every valid example count must be a valid weight");
+
 constexpr const char* kCheckpointFile = "checkpoint.shoal";
-constexpr size_t kMaxClientName = 64;
 
 int64_t MillisSince(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
@@ -72,7 +74,7 @@ Status TrimMetrics(const std::string& path, uint64_t last_round) {
 }
 
 bool PrintableName(const std::string& s) {
-  if (s.empty() || s.size() > kMaxClientName) return false;
+  if (s.empty() || s.size() > protocol::kMaxClientName) return false;
   return std::all_of(s.begin(), s.end(), [](char c) { return c > 32 && c < 127; });
 }
 
@@ -578,11 +580,10 @@ void Service::Impl::HandleUpdate(ClientState& c, const wire::Envelope* env) {
     Reject(c.peer, ErrorCode::MalformedFrame, "an update must be encoded with the task's codec", round_.number);
     return FailClient(c.id, "rejected: wrong encoding");
   }
-  // No codec output exceeds twice the dense size (indices + fp32 values at ratio 1).
-  const uint64_t max_bytes = 2 * global_.size() * sizeof(float) + (64u << 10);
+  const uint64_t max_bytes = protocol::MaxCodecPayloadBytes(global_.size());
   auto [it, inserted] = round_.assembling.try_emplace(c.id, max_bytes);
   if (inserted) {
-    if (u->num_examples() == 0 || u->num_examples() > (uint64_t{1} << 40)) {
+    if (u->num_examples() == 0 || u->num_examples() > protocol::kMaxExamples) {
       Reject(c.peer, ErrorCode::MalformedFrame, "num_examples must be in [1, 2^40]", round_.number);
       return FailClient(c.id, "rejected: bad num_examples");
     }

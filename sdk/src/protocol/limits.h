@@ -1,0 +1,39 @@
+// Every bound the protocol puts on what a peer may send, stated once. protocol/ checks frames
+// against them; the runtimes size their buffers and validate updates with the same numbers.
+// Changing one changes what this version accepts on the wire: say so in docs/PROTOCOL.md.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace shoal::protocol {
+
+// Default payload chunk: 16 MiB.
+inline constexpr size_t kDefaultChunkBytes = size_t{16} << 20;
+// Room in a frame for everything besides chunk data (header, metrics, task description).
+inline constexpr size_t kFrameOverheadBytes = size_t{256} << 10;
+inline constexpr size_t MaxFrameBytes(size_t chunk_bytes) { return chunk_bytes + kFrameOverheadBytes; }
+// Largest model the protocol accepts in one payload: 2^34 bytes (4 Gi floats).
+inline constexpr uint64_t kMaxPayloadBytes = uint64_t{1} << 34;
+// Largest codec payload for a model of `n` floats: no codec output exceeds twice the dense
+// size (indices + fp32 values at ratio 1), plus 64 KiB of headers.
+inline constexpr uint64_t MaxCodecPayloadBytes(uint64_t n) { return 2 * n * sizeof(float) + (uint64_t{64} << 10); }
+// An update's example count (its FedAvg weight) lies in [1, kMaxExamples]; the exact
+// accumulator (aggregate/exact_sum.h) relies on this bound.
+inline constexpr uint64_t kMaxExamples = uint64_t{1} << 40;
+
+// FlatBuffers Verifier limits.
+inline constexpr uint32_t kMaxDepth = 16;
+inline constexpr uint32_t kMaxTables = 1u << 16;
+// Task description.
+inline constexpr size_t kMaxLayoutTensors = 4096;
+inline constexpr size_t kMaxTensorRank = 8;
+// Free-form fields.
+inline constexpr size_t kMaxMetrics = 64;
+inline constexpr size_t kMaxStringBytes = 4096;
+inline constexpr size_t kMaxClientName = 64;  // printable ASCII, no spaces
+// Peers.
+inline constexpr size_t kMaxMembers = 4096;
+inline constexpr size_t kMaxSwarmParams = 64;
+
+}  // namespace shoal::protocol
