@@ -26,14 +26,6 @@ struct ClientUpdate {
   std::span<const float> delta;  // w_local - w_global
 };
 
-// What the round keeps of a client that reported (its update went into the accumulator).
-struct ClientResult {
-  std::string client;
-  uint32_t client_id = 0;
-  uint64_t num_examples = 0;
-  std::vector<std::pair<std::string, double>> metrics;
-};
-
 // A selected client that did not report, and why.
 struct ClientFailure {
   std::string client;

@@ -210,11 +210,37 @@ Frame EncodeRoundTask(const Header& h, const RoundConfig& c, uint32_t deadline_m
   return Finish(fbb, h, wire::Message::RoundTask, msg.Union());
 }
 
-Frame EncodeUpdate(const Header& h, uint64_t num_examples, const std::vector<std::pair<std::string, double>>& metrics,
-                   wire::PayloadEncoding encoding, const ChunkRef& chunk) {
+namespace {
+// The metric names of an UpdateReport on the wire.
+constexpr const char* kTrainLoss = "train_loss";
+constexpr const char* kEncodeSeconds = "encode_seconds";
+constexpr const char* kEvalLoss = "eval_loss";
+constexpr const char* kEvalAccuracy = "eval_accuracy";
+constexpr const char* kEvalExamples = "eval_examples";
+}  // namespace
+
+UpdateReport UpdateReport::FromTrainer(const std::vector<std::pair<std::string, double>>& metrics) {
+  UpdateReport r;
+  for (const auto& [name, value] : metrics) {
+    if (name == kTrainLoss) r.train_loss = value;
+    else r.other.emplace_back(name, value);
+  }
+  return r;
+}
+
+Frame EncodeUpdate(const Header& h, uint64_t num_examples, const UpdateReport& report, wire::PayloadEncoding encoding,
+                   const ChunkRef& chunk) {
   FlatBufferBuilder fbb(chunk.data.size() + 512);
   std::vector<flatbuffers::Offset<wire::Metric>> ms;
-  for (const auto& [name, value] : metrics) ms.push_back(wire::CreateMetricDirect(fbb, name.c_str(), value));
+  auto add = [&](const std::string& name, double value) { ms.push_back(wire::CreateMetricDirect(fbb, name.c_str(), value)); };
+  if (report.train_loss) add(kTrainLoss, *report.train_loss);
+  for (const auto& [name, value] : report.other) add(name, value);
+  if (report.eval) {
+    add(kEvalLoss, report.eval->loss);
+    add(kEvalAccuracy, report.eval->accuracy);
+    add(kEvalExamples, static_cast<double>(report.eval->num_examples));
+  }
+  add(kEncodeSeconds, report.encode_seconds);
   auto mv = fbb.CreateVector(ms);
   auto payload = BuildChunk(fbb, chunk);
   auto msg = wire::CreateUpdate(fbb, num_examples, mv, encoding, payload);
@@ -354,6 +380,23 @@ StatusOr<std::vector<std::pair<std::string, double>>> DecodeMetrics(
     out.emplace_back(m->name()->str(), m->value());
   }
   return out;
+}
+
+StatusOr<UpdateReport> DecodeUpdateReport(const wire::Update* u) {
+  SHOAL_ASSIGN_OR_RETURN(auto metrics, DecodeMetrics(u->metrics()));
+  UpdateReport r;
+  double e_loss = 0.0, e_acc = -1.0, e_n = 0.0;
+  for (auto& [name, value] : metrics) {
+    if (name == kTrainLoss) r.train_loss = value;
+    else if (name == kEncodeSeconds) r.encode_seconds = value;
+    else if (name == kEvalLoss) e_loss = value;
+    else if (name == kEvalAccuracy) e_acc = value;
+    else if (name == kEvalExamples) e_n = value;
+    else r.other.emplace_back(std::move(name), value);
+  }
+  if (e_n >= 1 && e_n <= 1e12 && e_acc >= 0 && e_acc <= 1)
+    r.eval = EvalResult{e_loss, e_acc, static_cast<uint64_t>(e_n)};
+  return r;
 }
 
 const char* MessageName(wire::Message kind) {

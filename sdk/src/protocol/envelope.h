@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -103,9 +104,24 @@ Frame EncodeWelcome(const Header& h, const WelcomeInfo& w);
 Frame EncodeRoundTask(const Header& h, const RoundConfig& config, uint32_t deadline_ms, const std::string& model_hash,
                       wire::PayloadEncoding encoding, const ChunkRef& chunk, const std::string& base_hash = "",
                       uint64_t delta_round = 0);
-Frame EncodeUpdate(const Header& h, uint64_t num_examples,
-                   const std::vector<std::pair<std::string, double>>& metrics, wire::PayloadEncoding encoding,
+// What a client reports with its update, typed. On the wire it travels as Update.metrics,
+// name/value pairs; EncodeUpdate and DecodeUpdateReport are the only places those names are
+// written and read.
+struct UpdateReport {
+  std::optional<double> train_loss;  // the trainer's mean loss over the round ("train_loss")
+  double encode_seconds = 0.0;       // time the client spent in its update stages
+  // Federated evaluation of the model the client received this round, on its own data.
+  // Decoding keeps it only when it is plausible: examples in [1, 1e12], accuracy in [0, 1].
+  std::optional<EvalResult> eval;
+  std::vector<std::pair<std::string, double>> other;  // the trainer's other metrics (informational)
+  // The report of a trainer's result: train_loss and the rest from TrainResult::metrics.
+  static UpdateReport FromTrainer(const std::vector<std::pair<std::string, double>>& metrics);
+};
+Frame EncodeUpdate(const Header& h, uint64_t num_examples, const UpdateReport& report, wire::PayloadEncoding encoding,
                    const ChunkRef& chunk);
+// The report of an Update frame; Protocol error for malformed metrics (too many, unnamed,
+// not finite).
+StatusOr<UpdateReport> DecodeUpdateReport(const wire::Update* u);
 Frame EncodeResync(const Header& h, const std::string& have_hash);
 Frame EncodeAck(const Header& h, bool accepted);
 Frame EncodeError(const Header& h, wire::ErrorCode code, const std::string& reason);

@@ -22,6 +22,7 @@
 #include "crypto/keys.h"
 #include "protocol/envelope.h"
 #include "runtime/client/hooks.h"
+#include "runtime/update.h"
 #include "transport/zmq/zmq_channel.h"
 
 namespace shoal {
@@ -164,6 +165,9 @@ class Client::Impl {
   uint64_t training_round_ = 0;
   Status train_status_;
   TrainResult train_result_;
+  std::optional<EvalResult> train_eval_;  // of the model received, before training
+  runtime::UpdatePipeline update_stages_;  // what an update goes through before it is sent
+  double acked_train_loss_ = 0.0;          // of the update awaiting its Ack (for the event)
   uint64_t awaiting_ack_round_ = 0;
 
   mutable std::mutex stats_mu_;
@@ -226,13 +230,9 @@ void Client::Impl::TrainJob(std::span<const float> global, const RoundConfig& co
   } catch (...) {
     st = Status::Internal("trainer threw a non-standard exception");
   }
-  if (st.ok() && eval) {
-    result.metrics.emplace_back("eval_loss", eval->loss);
-    result.metrics.emplace_back("eval_accuracy", eval->accuracy);
-    result.metrics.emplace_back("eval_examples", static_cast<double>(eval->num_examples));
-  }
   train_status_ = st;
   train_result_ = std::move(result);
+  train_eval_ = eval;
 }
 
 // Abandons the round with the worker, if any: tells it to stop and waits until the trainer
@@ -271,23 +271,24 @@ Status Client::Impl::FinishTraining() {
   if (train_result_.delta.size() != expected)
     return Status::Internal("trainer returned a delta of " + std::to_string(train_result_.delta.size()) +
                             " floats; the model has " + std::to_string(expected));
-  if (train_result_.num_examples == 0) train_result_.num_examples = 1;
-  // Compress (with error feedback when the codec has it). The private seed is this client's.
-  const auto encode_start = Clock::now();
-  auto payload = up_codec_->Encode(
-      train_result_.delta, codec::MakeRoundContext(welcome_->task.seed, round, codec::NameSeed(o_.name)));
-  if (!payload.ok()) return payload.status().WithContext("encoding the update");
-  train_result_.metrics.emplace_back("encode_seconds",
-                                     std::chrono::duration<double>(Clock::now() - encode_start).count());
-  for (const auto& chunk : protocol::SplitPayload(*payload, welcome_->chunk_bytes)) {
-    Status st = Send(protocol::EncodeUpdate(NextHeader(round), train_result_.num_examples, train_result_.metrics,
-                                            wire::PayloadEncoding::Codec, chunk));
+  // The update stages (today: the codec, with error feedback when it has it).
+  runtime::Update u;
+  u.author = o_.name;
+  u.round = round;
+  u.num_examples = std::clamp<uint64_t>(train_result_.num_examples, 1, protocol::kMaxExamples);
+  u.delta = std::move(train_result_.delta);
+  u.report = protocol::UpdateReport::FromTrainer(train_result_.metrics);
+  u.report.eval = train_eval_;
+  if (auto failed = update_stages_.Run(u)) return failed->status.WithContext("preparing the update");
+  for (const auto& chunk : protocol::SplitPayload(u.payload, welcome_->chunk_bytes)) {
+    Status st = Send(protocol::EncodeUpdate(NextHeader(round), u.num_examples, u.report, wire::PayloadEncoding::Codec, chunk));
     if (!st.ok()) {
       spdlog::warn("round {}: sending the update failed: {}", round, st.message());
       return Status::Ok();
     }
   }
   awaiting_ack_round_ = round;
+  acked_train_loss_ = u.report.train_loss.value_or(0.0);
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
     ++stats_.rounds_trained;
@@ -325,6 +326,8 @@ Status Client::Impl::HandleWelcome(const wire::Envelope* env) {
     if (!down.ok()) return down.status().WithContext("cannot run the aggregator's --codec-down");
     up_codec_ = std::move(*up);
     down_codec_ = std::move(*down);
+    update_stages_ = runtime::UpdatePipeline();
+    update_stages_.Add(runtime::EncodeStage(up_codec_.get(), w->task.seed));
   }
   session_ = env->session();
   client_id_ = w->client_id;
@@ -488,8 +491,7 @@ Status Client::Impl::HandleFrame(const transport::Message& m) {
         ClientEvent e(ClientEvent::Kind::kRoundDone);
         e.round = env->round();
         e.seconds = std::chrono::duration<double>(Clock::now() - round_started_).count();
-        for (const auto& [name, value] : train_result_.metrics)
-          if (name == "train_loss") e.train_loss = value;
+        e.train_loss = acked_train_loss_;
         awaiting_ack_round_ = 0;
         UpdateStats();
         Emit(e);

@@ -28,6 +28,7 @@
 #include "nn/optimizer.h"
 #include "crypto/keys.h"
 #include "protocol/envelope.h"
+#include "runtime/update.h"
 #include "transport/zmq/zmq_channel.h"
 #include "transport/zmq/zap.h"
 
@@ -110,6 +111,14 @@ class Service::Impl {
     uint64_t round = 0;
   };
 
+  // What the round keeps of a client whose update went into the accumulator.
+  struct Reported {
+    std::string client;
+    uint32_t client_id = 0;
+    uint64_t num_examples = 0;
+    protocol::UpdateReport report;
+  };
+
   struct RoundState {
     uint64_t number = 0;
     bool open = false;
@@ -117,9 +126,9 @@ class Service::Impl {
     Clock::time_point deadline;
     std::vector<uint32_t> selected;
     std::map<uint32_t, protocol::ChunkAssembler> assembling;
-    std::map<uint32_t, uint64_t> update_examples;  // from the first chunk of each update
-    std::map<uint32_t, std::vector<std::pair<std::string, double>>> update_metrics;
-    std::map<uint32_t, ClientResult> results;       // reported; their updates are in `accumulator`
+    // From the first chunk of each update in transfer: its weight and report.
+    std::map<uint32_t, std::pair<uint64_t, protocol::UpdateReport>> incoming;
+    std::map<uint32_t, Reported> results;          // reported; their updates are in `accumulator`
     std::unique_ptr<Accumulator> accumulator;      // this round's aggregate, fed on arrival
     std::map<uint32_t, ClientFailure> failures;
     transport::Traffic traffic_at_start;
@@ -182,6 +191,7 @@ class Service::Impl {
   std::unique_ptr<nn::Model> model_;
   std::unique_ptr<codec::Codec> up_codec_;    // decodes client updates
   std::unique_ptr<codec::Codec> down_codec_;  // encodes the global delta (error feedback here) and decodes it
+  runtime::UpdatePipeline ingest_;            // what a client's update goes through: decode, validate
   std::vector<std::string> required_stages_;  // codec stages a client must support
   std::optional<LastDelta> last_delta_;
   RoundConfig round_config_;
@@ -262,6 +272,7 @@ Status Service::Impl::Init(std::unique_ptr<transport::Listener> listener) {
   SHOAL_ASSIGN_OR_RETURN(down_codec_, codec::Codec::Create(task_.codec_down, task_.layout));
   task_.codec = up_codec_->spec();
   task_.codec_down = down_codec_->spec();
+  ingest_.Add(runtime::DecodeStage(up_codec_.get(), o_.seed, global_.size())).Add(runtime::ValidateStage(o_.max_update_norm));
   for (const std::string& codec_spec : {task_.codec, task_.codec_down}) {
     SHOAL_ASSIGN_OR_RETURN(auto stages, codec::ParseSpec(codec_spec));
     for (const auto& st : stages)
@@ -587,13 +598,12 @@ void Service::Impl::HandleUpdate(ClientState& c, const wire::Envelope* env) {
       Reject(c.peer, ErrorCode::MalformedFrame, "num_examples must be in [1, 2^40]", round_.number);
       return FailClient(c.id, "rejected: bad num_examples");
     }
-    auto metrics = protocol::DecodeMetrics(u->metrics());
-    if (!metrics.ok()) {
-      Reject(c.peer, ErrorCode::MalformedFrame, metrics.status().message(), round_.number);
-      return FailClient(c.id, "rejected: " + metrics.status().message());
+    auto report = protocol::DecodeUpdateReport(u);
+    if (!report.ok()) {
+      Reject(c.peer, ErrorCode::MalformedFrame, report.status().message(), round_.number);
+      return FailClient(c.id, "rejected: " + report.status().message());
     }
-    round_.update_examples[c.id] = u->num_examples();
-    round_.update_metrics[c.id] = std::move(*metrics);
+    round_.incoming[c.id] = {u->num_examples(), std::move(*report)};
   }
   Status st = it->second.Add(u->payload());
   if (!st.ok()) {
@@ -601,40 +611,29 @@ void Service::Impl::HandleUpdate(ClientState& c, const wire::Envelope* env) {
     return FailClient(c.id, "rejected: " + st.message());
   }
   if (!it->second.complete()) return;
-  std::vector<uint8_t> bytes = it->second.Take();
+  runtime::Update update;
+  update.author = c.name;
+  update.round = round_.number;
+  update.payload = it->second.Take();
   round_.assembling.erase(it);
-  std::vector<float> delta(global_.size());
+  std::tie(update.num_examples, update.report) = std::move(round_.incoming[c.id]);
+  round_.incoming.erase(c.id);
+  // The ingest stages: decode, then validate (finite, within the norm bound).
   const auto decode_start = Clock::now();
-  Status decoded = up_codec_->Decode(bytes, codec::MakeRoundContext(o_.seed, round_.number, 0), delta);
+  std::optional<runtime::UpdatePipeline::Failure> failed = ingest_.Run(update);
   round_.decode_seconds += std::chrono::duration<double>(Clock::now() - decode_start).count();
-  if (decoded.ok())
-    for (size_t i = 0; i < delta.size(); ++i)
-      if (!std::isfinite(delta[i])) {
-        decoded = Status::Corruption("decoded update value " + std::to_string(i) + " is not finite");
-        break;
-      }
-  if (!decoded.ok()) {
-    Reject(c.peer, ErrorCode::ShapeMismatch, "update does not decode: " + decoded.message(), round_.number);
-    return FailClient(c.id, "rejected: " + decoded.message());
+  if (!failed) {
+    if (Status added = round_.accumulator->Add({c.name, c.id, update.num_examples, update.delta}); !added.ok())
+      failed = runtime::UpdatePipeline::Failure{runtime::Refusal::kShapeMismatch, added.WithContext("accumulate")};
   }
-  // A norm bound keeps one hostile or diverged client from wrecking the model (finite but
-  // huge values pass every other check).
-  if (o_.max_update_norm > 0) {
-    double sq = 0.0;
-    for (float v : delta) sq += static_cast<double>(v) * v;
-    if (std::sqrt(sq) > o_.max_update_norm) {
-      const std::string why = "update norm " + std::to_string(std::sqrt(sq)) + " exceeds --max-update-norm " +
-                              std::to_string(o_.max_update_norm);
-      Reject(c.peer, ErrorCode::UpdateTooLarge, why, round_.number);
-      return FailClient(c.id, "rejected: " + why);
-    }
+  if (failed) {
+    const ErrorCode code = failed->refusal == runtime::Refusal::kTooLarge       ? ErrorCode::UpdateTooLarge
+                           : failed->refusal == runtime::Refusal::kShapeMismatch ? ErrorCode::ShapeMismatch
+                                                                                 : ErrorCode::MalformedFrame;
+    Reject(c.peer, code, "update refused: " + failed->status.message(), round_.number);
+    return FailClient(c.id, "rejected: " + failed->status.message());
   }
-  const uint64_t num_examples = round_.update_examples[c.id];
-  if (Status added = round_.accumulator->Add({c.name, c.id, num_examples, delta}); !added.ok()) {
-    Reject(c.peer, ErrorCode::ShapeMismatch, "update refused: " + added.message(), round_.number);
-    return FailClient(c.id, "rejected: " + added.message());
-  }
-  round_.results[c.id] = ClientResult{c.name, c.id, num_examples, std::move(round_.update_metrics[c.id])};
+  round_.results[c.id] = Reported{c.name, c.id, update.num_examples, std::move(update.report)};
   Enqueue(c.id, protocol::EncodeAck(Header(round_.number), true));
 }
 
@@ -755,10 +754,10 @@ Status Service::Impl::CloseRound() {
 
   // Sorted by client key so the round's metrics sum in a fixed order (the aggregate itself is
   // exact and needs no order).
-  std::vector<ClientResult> results;
+  std::vector<Reported> results;
   for (auto& [id, r] : round_.results) results.push_back(std::move(r));
   std::sort(results.begin(), results.end(),
-            [](const ClientResult& a, const ClientResult& b) { return std::tie(a.client, a.client_id) < std::tie(b.client, b.client_id); });
+            [](const Reported& a, const Reported& b) { return std::tie(a.client, a.client_id) < std::tie(b.client, b.client_id); });
   std::vector<ClientFailure> failures;
   for (auto& [id, f] : round_.failures) failures.push_back(f);
 
@@ -807,22 +806,18 @@ Status Service::Impl::CloseRound() {
   // Federated evaluation: clients whose trainer evaluates report the received global model's
   // loss and accuracy on their own data; weighted by their evaluation examples.
   double eval_loss = 0.0, eval_accuracy = 0.0, eval_weight = 0.0;
-  for (const auto& r : results) {
-    double e_loss = 0.0, e_acc = 0.0, e_n = 0.0;
-    for (const auto& [name, v] : r.metrics) {
-      if (name == "train_loss") {
-        train_loss += v * static_cast<double>(r.num_examples);
-        weight += r.num_examples;
-      }
-      if (name == "encode_seconds") encode_seconds += v;
-      if (name == "eval_loss") e_loss = v;
-      if (name == "eval_accuracy") e_acc = v;
-      if (name == "eval_examples") e_n = v;
+  for (const auto& rep : results) {
+    const protocol::UpdateReport& u = rep.report;
+    if (u.train_loss) {
+      train_loss += *u.train_loss * static_cast<double>(rep.num_examples);
+      weight += rep.num_examples;
     }
-    if (e_n >= 1 && e_n <= 1e12 && e_acc >= 0 && e_acc <= 1) {
-      eval_loss += e_n * e_loss;
-      eval_accuracy += e_n * e_acc;
-      eval_weight += e_n;
+    encode_seconds += u.encode_seconds;
+    if (u.eval) {
+      const double n = static_cast<double>(u.eval->num_examples);
+      eval_loss += n * u.eval->loss;
+      eval_accuracy += n * u.eval->accuracy;
+      eval_weight += n;
     }
   }
 

@@ -1,0 +1,92 @@
+#include "runtime/update.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "codec/codec.h"
+#include "codec/round_context.h"
+
+namespace shoal::runtime {
+
+std::optional<UpdatePipeline::Failure> UpdatePipeline::Run(Update& update) const {
+  for (const auto& stage : stages_) {
+    Status st = stage->Apply(update);
+    if (!st.ok()) return Failure{stage->refusal(), st.WithContext(stage->name())};
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+class Encode final : public UpdateStage {
+ public:
+  Encode(codec::Codec* codec, uint64_t seed) : codec_(codec), seed_(seed) {}
+  const char* name() const override { return "encode"; }
+  Status Apply(Update& u) override {
+    const auto started = std::chrono::steady_clock::now();
+    SHOAL_ASSIGN_OR_RETURN(u.payload,
+                           codec_->Encode(u.delta, codec::MakeRoundContext(seed_, u.round, codec::NameSeed(u.author))));
+    u.report.encode_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    return Status::Ok();
+  }
+
+ private:
+  codec::Codec* codec_;
+  uint64_t seed_;
+};
+
+class Decode final : public UpdateStage {
+ public:
+  Decode(const codec::Codec* codec, uint64_t seed, size_t n) : codec_(codec), seed_(seed), n_(n) {}
+  const char* name() const override { return "decode"; }
+  Refusal refusal() const override { return Refusal::kShapeMismatch; }
+  Status Apply(Update& u) override {
+    u.delta.resize(n_);
+    // The shared seed only: decoding needs nothing private to the author.
+    return codec_->Decode(u.payload, codec::MakeRoundContext(seed_, u.round, 0), u.delta);
+  }
+
+ private:
+  const codec::Codec* codec_;
+  uint64_t seed_;
+  size_t n_;
+};
+
+class Validate final : public UpdateStage {
+ public:
+  explicit Validate(double max_norm) : max_norm_(max_norm) {}
+  const char* name() const override { return "validate"; }
+  Refusal refusal() const override { return refusal_; }
+  Status Apply(Update& u) override {
+    double sq = 0.0;
+    for (size_t i = 0; i < u.delta.size(); ++i) {
+      if (!std::isfinite(u.delta[i])) {
+        refusal_ = Refusal::kShapeMismatch;
+        return Status::Corruption("value " + std::to_string(i) + " is not finite");
+      }
+      sq += static_cast<double>(u.delta[i]) * u.delta[i];
+    }
+    if (max_norm_ > 0 && std::sqrt(sq) > max_norm_) {
+      refusal_ = Refusal::kTooLarge;
+      return Status::InvalidArgument("update norm " + std::to_string(std::sqrt(sq)) + " exceeds --max-update-norm " +
+                                     std::to_string(max_norm_));
+    }
+    return Status::Ok();
+  }
+
+ private:
+  double max_norm_;
+  Refusal refusal_ = Refusal::kMalformed;
+};
+
+}  // namespace
+
+std::unique_ptr<UpdateStage> EncodeStage(codec::Codec* codec, uint64_t task_seed) {
+  return std::make_unique<Encode>(codec, task_seed);
+}
+std::unique_ptr<UpdateStage> DecodeStage(const codec::Codec* codec, uint64_t task_seed, size_t n) {
+  return std::make_unique<Decode>(codec, task_seed, n);
+}
+std::unique_ptr<UpdateStage> ValidateStage(double max_norm) { return std::make_unique<Validate>(max_norm); }
+
+}  // namespace shoal::runtime
