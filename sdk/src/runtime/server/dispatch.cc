@@ -1,0 +1,104 @@
+#include "runtime/server/service_impl.h"
+
+namespace shoal::aggregator {
+
+void Service::Impl::SendDirect(const std::string& peer, Frame frame) {
+  auto sent = server_->Send(peer, std::make_shared<const Frame>(std::move(frame)));
+  if (!sent.ok() || !*sent) spdlog::debug("reply to a peer dropped: {}", sent.ok() ? "queue full" : sent.status().message());
+}
+
+void Service::Impl::Enqueue(uint32_t id, transport::SharedFrame frame) { outbox_[id].push_back(std::move(frame)); }
+
+bool Service::Impl::OutboxPending() const {
+  for (const auto& [id, q] : outbox_)
+    if (!q.empty()) return true;
+  return false;
+}
+
+void Service::Impl::Flush() {
+  std::vector<uint32_t> gone;
+  for (auto& [id, q] : outbox_) {
+    auto cit = clients_.find(id);
+    if (cit == clients_.end()) {
+      q.clear();
+      continue;
+    }
+    while (!q.empty()) {
+      auto sent = server_->Send(cit->second.peer, q.front());
+      if (!sent.ok()) {
+        gone.push_back(id);
+        break;
+      }
+      if (!*sent) break;  // the peer's queue is full: continue on a later pass
+      q.pop_front();
+    }
+  }
+  for (uint32_t id : gone) {
+    spdlog::warn("client {} is no longer connected; dropped", id);
+    DropClient(id, "disconnected");
+  }
+}
+
+void Service::Impl::Reject(const std::string& peer, ErrorCode code, const std::string& reason, uint64_t round) {
+  ++frames_rejected_;
+  ++rejected_by_code_[wire::EnumNameErrorCode(code)];
+  // Log the first few in full, then only every 1000th, so a flood cannot fill the disk.
+  if (frames_rejected_ <= 10 || frames_rejected_ % 1000 == 0)
+    spdlog::warn("rejected frame #{} ({}): {}", frames_rejected_, wire::EnumNameErrorCode(code), reason);
+  if (auto it = by_peer_.find(peer); it != by_peer_.end())
+    Enqueue(it->second, protocol::EncodeError(Header(round), code, reason));
+  else
+    SendDirect(peer, protocol::EncodeError(Header(round), code, reason));
+}
+
+void Service::Impl::Handle(transport::Listener::Inbound& in) {
+  std::span<const uint8_t> bytes = in.frame.bytes();
+  protocol::Verified v = protocol::VerifyFrame(bytes, max_frame_bytes_);
+  if (!v.ok()) return Reject(in.peer, v.error, v.reason);
+  const wire::Envelope* env = v.envelope;
+
+  // The connection's authenticated key must still be allowed (a SIGHUP may have removed it
+  // after the handshake), and a registered connection must keep the key it registered with.
+  if (!KeyAllowed(in.user_id)) {
+    if (auto it = by_peer_.find(in.peer); it != by_peer_.end()) DropClient(it->second, "key revoked");
+    return Reject(in.peer, ErrorCode::Refused, "this client's key is not on the aggregator's allow-list");
+  }
+  if (auto it = by_peer_.find(in.peer); it != by_peer_.end() && clients_.at(it->second).identity != in.user_id)
+    return Reject(in.peer, ErrorCode::BadSender, "this connection's key is not the one its client registered with");
+
+  if (env->message_type() == wire::Message::Hello) return HandleHello(in, env);
+
+  // Everything else belongs to a registered client of this session.
+  if (env->session() != session_)
+    return Reject(in.peer, ErrorCode::UnknownSession, "session is not this aggregator's (it restarted?); send Hello");
+  auto pit = by_peer_.find(in.peer);
+  if (pit == by_peer_.end()) return Reject(in.peer, ErrorCode::NotRegistered, "this connection has not sent Hello");
+  ClientState& c = clients_.at(pit->second);
+  if (env->sender() != c.id)
+    return Reject(in.peer, ErrorCode::BadSender,
+                  "sender " + std::to_string(env->sender()) + " is not this connection's client id " + std::to_string(c.id));
+  if (env->sequence() <= c.last_sequence)
+    return Reject(in.peer, ErrorCode::Duplicate,
+                  "sequence " + std::to_string(env->sequence()) + " is not above " + std::to_string(c.last_sequence));
+  c.last_sequence = env->sequence();
+  c.last_seen = Clock::now();
+
+  switch (env->message_type()) {
+    case wire::Message::Heartbeat:
+      Enqueue(c.id, protocol::EncodeHeartbeat(Header(round_.number), false, 0.0f));
+      return;
+    case wire::Message::Update:
+      return HandleUpdate(c, env);
+    case wire::Message::Resync:
+      return HandleResync(c, env);
+    case wire::Message::Bye:
+      spdlog::info("client {} ({}) left", c.id, c.name);
+      DropClient(c.id, "left");
+      return;
+    default:
+      return Reject(in.peer, ErrorCode::MalformedFrame,
+                    std::string("a client may not send ") + protocol::MessageName(env->message_type()));
+  }
+}
+
+}  // namespace shoal::aggregator

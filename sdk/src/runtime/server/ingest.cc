@@ -1,0 +1,67 @@
+#include "runtime/server/service_impl.h"
+
+namespace shoal::aggregator {
+
+static_assert(protocol::kMaxExamples == ExactSum::kMaxWeight, "every valid example count must be a valid weight");
+
+void Service::Impl::HandleUpdate(ClientState& c, const wire::Envelope* env) {
+  const wire::Update* u = env->message_as_Update();
+  if (!round_.open || env->round() != round_.number)
+    return Reject(c.peer, ErrorCode::StaleRound,
+                  "update for round " + std::to_string(env->round()) + " but " +
+                      (round_.open ? "round " + std::to_string(round_.number) + " is open" : "no round is open"),
+                  env->round());
+  if (!IsSelected(c.id)) return Reject(c.peer, ErrorCode::StaleRound, "client was not selected this round", round_.number);
+  if (round_.results.count(c.id) || round_.failures.count(c.id))
+    return Reject(c.peer, ErrorCode::Duplicate, "this round's update was already settled", round_.number);
+  if (u->encoding() != wire::PayloadEncoding::Codec) {
+    Reject(c.peer, ErrorCode::MalformedFrame, "an update must be encoded with the task's codec", round_.number);
+    return FailClient(c.id, "rejected: wrong encoding");
+  }
+  const uint64_t max_bytes = protocol::MaxCodecPayloadBytes(global_.size());
+  auto [it, inserted] = round_.assembling.try_emplace(c.id, max_bytes);
+  if (inserted) {
+    if (u->num_examples() == 0 || u->num_examples() > protocol::kMaxExamples) {
+      Reject(c.peer, ErrorCode::MalformedFrame, "num_examples must be in [1, 2^40]", round_.number);
+      return FailClient(c.id, "rejected: bad num_examples");
+    }
+    auto report = protocol::DecodeUpdateReport(u);
+    if (!report.ok()) {
+      Reject(c.peer, ErrorCode::MalformedFrame, report.status().message(), round_.number);
+      return FailClient(c.id, "rejected: " + report.status().message());
+    }
+    round_.incoming[c.id] = {u->num_examples(), std::move(*report)};
+  }
+  Status st = it->second.Add(u->payload());
+  if (!st.ok()) {
+    Reject(c.peer, ErrorCode::MalformedFrame, st.message(), round_.number);
+    return FailClient(c.id, "rejected: " + st.message());
+  }
+  if (!it->second.complete()) return;
+  runtime::Update update;
+  update.author = c.name;
+  update.round = round_.number;
+  update.payload = it->second.Take();
+  round_.assembling.erase(it);
+  std::tie(update.num_examples, update.report) = std::move(round_.incoming[c.id]);
+  round_.incoming.erase(c.id);
+  // The ingest stages: decode, then validate (finite, within the norm bound).
+  const auto decode_start = Clock::now();
+  std::optional<runtime::UpdatePipeline::Failure> failed = ingest_.Run(update);
+  round_.decode_seconds += std::chrono::duration<double>(Clock::now() - decode_start).count();
+  if (!failed) {
+    if (Status added = round_.accumulator->Add({c.name, c.id, update.num_examples, update.delta}); !added.ok())
+      failed = runtime::UpdatePipeline::Failure{runtime::Refusal::kShapeMismatch, added.WithContext("accumulate")};
+  }
+  if (failed) {
+    const ErrorCode code = failed->refusal == runtime::Refusal::kTooLarge       ? ErrorCode::UpdateTooLarge
+                           : failed->refusal == runtime::Refusal::kShapeMismatch ? ErrorCode::ShapeMismatch
+                                                                                 : ErrorCode::MalformedFrame;
+    Reject(c.peer, code, "update refused: " + failed->status.message(), round_.number);
+    return FailClient(c.id, "rejected: " + failed->status.message());
+  }
+  round_.results[c.id] = Reported{c.name, c.id, update.num_examples, std::move(update.report)};
+  Enqueue(c.id, protocol::EncodeAck(Header(round_.number), true));
+}
+
+}  // namespace shoal::aggregator

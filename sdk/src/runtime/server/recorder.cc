@@ -1,0 +1,56 @@
+#include "runtime/server/service_impl.h"
+
+namespace shoal::aggregator {
+
+Status TrimMetrics(const std::string& path, uint64_t last_round) {
+  std::ifstream in(path);
+  if (!in) return Status::Ok();
+  std::string kept, line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.contains("round") && j["round"].is_number_unsigned() &&
+        j["round"].get<uint64_t>() <= last_round)
+      kept += line + '\n';
+  }
+  in.close();
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << kept;
+    if (!out) return Status::IoError("cannot rewrite --metrics-out " + path);
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) return Status::IoError("cannot rewrite --metrics-out " + path + ": " + ec.message());
+  return Status::Ok();
+}
+
+void Service::Impl::PrintTableRow(const RoundReport& r) {
+  if (r.round == 1 || r.round % 20 == 1 || !table_header_printed_)
+    std::printf("%6s %9s %9s %12s %12s %8s %5s\n", "round", "accuracy", "loss", "bytes_up", "bytes_down", "seconds", "ok");
+  table_header_printed_ = true;
+  std::printf("%6llu %9.4f %9.4f %12llu %12llu %8.2f %2zu/%zu\n", static_cast<unsigned long long>(r.round),
+              r.test_accuracy, r.test_loss, static_cast<unsigned long long>(r.bytes_up),
+              static_cast<unsigned long long>(r.bytes_down), r.seconds, r.clients_reported, r.clients_selected);
+  std::fflush(stdout);
+}
+
+Status Service::Impl::WriteMetrics(const nlohmann::json& line) {
+  if (!metrics_.is_open()) return Status::Ok();
+  metrics_ << line.dump() << '\n';
+  metrics_.flush();
+  if (!metrics_) return Status::IoError("writing --metrics-out " + o_.metrics_out + " failed");
+  return Status::Ok();
+}
+
+Status Service::Impl::SaveCheckpoint() {
+  if (o_.checkpoint_dir.empty()) return Status::Ok();
+  Checkpoint ck;
+  ck.round = last_completed_;
+  ck.model_spec = task_.model;
+  ck.params = global_;
+  ck.sections.emplace_back("strategy", strategy_->SaveState());
+  return WriteCheckpoint((fs::path(o_.checkpoint_dir) / kCheckpointFile).string(), ck);
+}
+
+}  // namespace shoal::aggregator

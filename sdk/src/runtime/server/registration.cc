@@ -1,0 +1,121 @@
+#include "runtime/server/service_impl.h"
+
+namespace shoal::aggregator {
+
+namespace {
+
+bool PrintableName(const std::string& s) {
+  if (s.empty() || s.size() > protocol::kMaxClientName) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) { return c > 32 && c < 127; });
+}
+
+}  // namespace
+
+protocol::WelcomeInfo Service::Impl::MakeWelcome(uint32_t id) const {
+  protocol::WelcomeInfo w;
+  w.client_id = id;
+  w.task = task_;
+  w.heartbeat_interval_ms = o_.heartbeat_interval_ms;
+  w.heartbeat_timeout_ms = o_.heartbeat_timeout_ms;
+  w.chunk_bytes = o_.chunk_bytes;
+  w.max_frame_bytes = static_cast<uint32_t>(max_frame_bytes_);
+  return w;
+}
+
+void Service::Impl::HandleHello(const transport::Listener::Inbound& in, const wire::Envelope* env) {
+  const std::string& peer = in.peer;
+  const wire::Hello* h = env->message_as_Hello();
+  const std::string name = h->client_name() ? h->client_name()->str() : "";
+  if (!PrintableName(name))
+    return Reject(peer, ErrorCode::MalformedFrame, "Hello needs a client name of 1-64 printable characters");
+  // A Hello repeated on the same connection (the client retries while the Welcome is in
+  // flight) gets the same registration again: ids must not change under the client.
+  if (auto it = by_peer_.find(peer); it != by_peer_.end()) {
+    ClientState& c = clients_.at(it->second);
+    if (c.name == name) {
+      c.last_seen = Clock::now();
+      c.last_sequence = std::max(c.last_sequence, env->sequence());
+      Enqueue(c.id, protocol::EncodeWelcome(Header(0), MakeWelcome(c.id)));
+      return;
+    }
+    DropClient(it->second, "re-registered under another name");
+  }
+  // With CURVE a name belongs, for this session, to the key that first used it (while that key
+  // stays allowed): a listed client cannot take over another's name, and with it its place in
+  // the canonical order and its metrics.
+  // (A revoked owner frees the name.)
+  if (auto owner = name_keys_.find(name);
+      allow_list_ && owner != name_keys_.end() && owner->second != in.user_id && KeyAllowed(owner->second))
+    return Reject(peer, ErrorCode::Refused, "client name '" + name + "' belongs to another key; use --name to pick another");
+  // A known name on a new connection is a restarted client. The same key proves it; without
+  // keys, a holder heard from recently means two clients share a name, and the newcomer must
+  // wait (it retries) or pick another --name.
+  for (auto& [id, c] : clients_)
+    if (c.name == name) {
+      const bool same_key = allow_list_ && c.identity == in.user_id;
+      if (!same_key && MillisSince(c.last_seen) <= 2 * static_cast<int64_t>(o_.heartbeat_interval_ms))
+        return Reject(peer, ErrorCode::Duplicate,
+                      "client name '" + name + "' is in use by a live client; retrying (use --name to pick another)");
+      DropClient(id, "reconnected");
+      break;
+    }
+  if (clients_.size() >= o_.max_clients)
+    return Reject(peer, ErrorCode::Refused, "the aggregator is full (" + std::to_string(o_.max_clients) + " clients)");
+  // Negotiation: the client lists the codec stages it can run; every stage of the task's
+  // codecs must be among them.
+  std::vector<std::string> supported;
+  if (h->codecs())
+    for (const auto* s : *h->codecs())
+      if (s && s->size() <= 64) supported.push_back(s->str());
+  for (const std::string& stage : required_stages_)
+    if (std::find(supported.begin(), supported.end(), stage) == supported.end())
+      return Reject(peer, ErrorCode::UnsupportedCodec,
+                    "client '" + name + "' cannot run codec stage '" + stage + "' of this task (codec '" + task_.codec +
+                        "', codec-down '" + task_.codec_down + "'); upgrade the client or choose another --codec");
+
+  ClientState c;
+  c.id = next_client_id_++;
+  c.peer = peer;
+  c.identity = in.user_id;
+  c.name = name;
+  c.num_examples = h->num_examples();
+  c.last_sequence = env->sequence();
+  c.last_seen = Clock::now();
+  spdlog::info("client {} registered as id {} ({} examples, trainer {}{})", name, c.id, c.num_examples,
+               h->trainer() ? h->trainer()->str() : "?", c.identity.empty() ? "" : ", key " + c.identity);
+  const uint32_t id = c.id;
+  if (allow_list_) name_keys_[name] = c.identity;
+  by_peer_[peer] = id;
+  clients_[id] = std::move(c);
+  Enqueue(id, protocol::EncodeWelcome(Header(0), MakeWelcome(id)));
+  waiting_logged_ = false;
+}
+
+void Service::Impl::FailClient(uint32_t id, const std::string& reason) {
+  if (!IsSelected(id) || round_.results.count(id) || round_.failures.count(id)) return;
+  round_.assembling.erase(id);
+  auto it = clients_.find(id);
+  round_.failures[id] = ClientFailure{it != clients_.end() ? it->second.name : "?", id, reason};
+  spdlog::warn("round {}: client {} failed: {}", round_.number, id, reason);
+}
+
+void Service::Impl::DropClient(uint32_t id, const std::string& reason) {
+  auto it = clients_.find(id);
+  if (it == clients_.end()) return;
+  FailClient(id, reason);
+  by_peer_.erase(it->second.peer);
+  clients_.erase(it);
+  outbox_.erase(id);
+}
+
+void Service::Impl::ExpireClients() {
+  std::vector<uint32_t> expired;
+  for (const auto& [id, c] : clients_)
+    if (MillisSince(c.last_seen) > o_.heartbeat_timeout_ms) expired.push_back(id);
+  for (uint32_t id : expired) {
+    spdlog::warn("client {} ({}) silent for over {} ms; dropped", id, clients_[id].name, o_.heartbeat_timeout_ms);
+    DropClient(id, "disconnected (heartbeat timeout)");
+  }
+}
+
+}  // namespace shoal::aggregator

@@ -1,0 +1,218 @@
+#include "runtime/server/service_impl.h"
+
+namespace shoal::aggregator {
+
+bool Service::Impl::MaybeStartRound() {
+  if (clients_.size() < o_.min_clients) {
+    if (!waiting_logged_) {
+      spdlog::info("waiting for clients: {} of {} registered", clients_.size(), o_.min_clients);
+      waiting_logged_ = true;
+    }
+    return false;
+  }
+  // Canonical order (by name), then a seeded shuffle: the same clients are chosen in every
+  // run with the same seed and membership.
+  std::vector<const ClientState*> eligible;
+  for (const auto& [id, c] : clients_) eligible.push_back(&c);
+  std::sort(eligible.begin(), eligible.end(),
+            [](const ClientState* a, const ClientState* b) { return std::tie(a->name, a->id) < std::tie(b->name, b->id); });
+  const size_t n = eligible.size();
+  size_t k = static_cast<size_t>(std::ceil(o_.fraction * static_cast<double>(n)));
+  k = std::min(n, std::max<size_t>(k, 1));
+  const uint64_t number = last_completed_ + 1;
+  Rng rng(o_.seed, number);
+  rng.Shuffle(std::span<const ClientState*>(eligible));
+
+  round_ = RoundState{};
+  round_.number = number;
+  round_.open = true;
+  round_.started = Clock::now();
+  round_.accumulator = strategy_->StartRound(round_.number, global_.span());
+  round_.deadline = round_.started + std::chrono::milliseconds(o_.round_timeout_ms);
+  round_.traffic_at_start = server_->traffic();
+  for (size_t i = 0; i < k; ++i) round_.selected.push_back(eligible[i]->id);
+  std::sort(round_.selected.begin(), round_.selected.end());
+
+  round_config_ = strategy_->Configure(number);
+  full_frames_.clear();
+  delta_frames_.clear();
+  unchanged_frames_.clear();
+  resyncs_ = 0;
+  for (uint32_t id : round_.selected) SendTask(clients_.at(id), false);
+  spdlog::info("round {} started: {} of {} clients selected", number, round_.selected.size(), n);
+  if (o_.insecure)
+    spdlog::warn("INSECURE: --insecure serves {} unencrypted and unauthenticated; anyone who can reach it can read "
+                 "and poison updates", o_.listen);
+  return true;
+}
+
+void Service::Impl::SendTask(ClientState& c, bool force_full) {
+  const uint64_t number = round_.number;
+  auto share = [](Frame f) { return std::make_shared<const Frame>(std::move(f)); };
+  const std::vector<transport::SharedFrame>* frames = nullptr;
+  if (!force_full && c.replica_hash == global_hash_) {
+    if (unchanged_frames_.empty())
+      unchanged_frames_.push_back(share(protocol::EncodeRoundTask(Header(number), round_config_, o_.round_timeout_ms,
+                                                                  global_hash_, wire::PayloadEncoding::Unchanged,
+                                                                  protocol::ChunkRef{})));
+    frames = &unchanged_frames_;
+  } else if (!force_full && last_delta_ && c.replica_hash == last_delta_->base_hash) {
+    if (delta_frames_.empty())
+      for (const auto& chunk : protocol::SplitPayload(last_delta_->payload, o_.chunk_bytes))
+        delta_frames_.push_back(share(protocol::EncodeRoundTask(Header(number), round_config_, o_.round_timeout_ms,
+                                                                global_hash_, wire::PayloadEncoding::Codec, chunk,
+                                                                last_delta_->base_hash, last_delta_->round)));
+    frames = &delta_frames_;
+  } else {
+    if (full_frames_.empty())
+      for (const auto& chunk : protocol::SplitPayload(protocol::AsBytes(global_.span()), o_.chunk_bytes))
+        full_frames_.push_back(share(protocol::EncodeRoundTask(Header(number), round_config_, o_.round_timeout_ms,
+                                                               global_hash_, wire::PayloadEncoding::DenseF32, chunk)));
+    frames = &full_frames_;
+  }
+  for (const auto& f : *frames) Enqueue(c.id, f);
+  c.replica_hash = global_hash_;
+}
+
+void Service::Impl::HandleResync(ClientState& c, const wire::Envelope* env) {
+  const wire::Resync* r = env->message_as_Resync();
+  if (!round_.open || env->round() != round_.number || !IsSelected(c.id) || round_.results.count(c.id) ||
+      round_.failures.count(c.id))
+    return;  // nothing to train this round; the next task will carry what the client needs
+  ++resyncs_;
+  spdlog::warn("round {}: client {} ({}) asks for the full model (its replica is {})", round_.number, c.id, c.name,
+               r->have_hash() ? r->have_hash()->str().substr(0, 16) : "?");
+  SendTask(c, true);
+}
+
+Status Service::Impl::CloseRound() {
+  for (uint32_t id : round_.selected)
+    if (!round_.results.count(id) && !round_.failures.count(id)) FailClient(id, "deadline");
+  round_.open = false;
+
+  // Sorted by client key so the round's metrics sum in a fixed order (the aggregate itself is
+  // exact and needs no order).
+  std::vector<Reported> results;
+  for (auto& [id, r] : round_.results) results.push_back(std::move(r));
+  std::sort(results.begin(), results.end(),
+            [](const Reported& a, const Reported& b) { return std::tie(a.client, a.client_id) < std::tie(b.client, b.client_id); });
+  std::vector<ClientFailure> failures;
+  for (auto& [id, f] : round_.failures) failures.push_back(f);
+
+  bool updated = false;
+  if (results.size() >= o_.min_results) {
+    SHOAL_ASSIGN_OR_RETURN(auto delta, round_.accumulator->Finish(failures));
+    if (delta) {
+      // The download codec compresses the global delta. The aggregator applies the DECODED
+      // delta to its own model, exactly as every client applies it to its replica, so all
+      // replicas stay bit-identical (checked by hash at the next RoundTask). It is applied to
+      // a copy first: a model that would hold NaN/Inf is never committed.
+      const auto ctx = codec::MakeRoundContext(o_.seed, round_.number, 0);
+      SHOAL_ASSIGN_OR_RETURN(auto payload, down_codec_->Encode(*delta, ctx));
+      std::vector<float> applied(global_.size());
+      SHOAL_RETURN_IF_ERROR(down_codec_->Decode(payload, ctx, applied).WithContext("decoding our own download delta"));
+      std::vector<float> next(global_.span().begin(), global_.span().end());
+      bool finite = true;
+      for (size_t i = 0; i < next.size(); ++i) {
+        next[i] += applied[i];
+        finite = finite && std::isfinite(next[i]);
+      }
+      if (finite) {
+        SHOAL_RETURN_IF_ERROR(global_.Assign(next));
+        last_delta_ = LastDelta{std::move(payload), global_hash_, round_.number};
+        updated = true;
+      } else {
+        spdlog::error("round {}: the aggregate would make the model non-finite; model unchanged", round_.number);
+      }
+    }
+  } else {
+    spdlog::warn("round {}: {} updates, fewer than --min-results {}; model unchanged", round_.number, results.size(),
+                 o_.min_results);
+  }
+  global_hash_ = crypto::ModelHash(global_.span());
+  EvalResult eval = nn::Evaluate(*model_, global_.span(), test_);
+  last_completed_ = round_.number;
+  const double seconds = std::chrono::duration<double>(Clock::now() - round_.started).count();
+  const transport::Traffic& t = server_->traffic();
+  const uint64_t bytes_up = t.bytes_received - round_.traffic_at_start.bytes_received;
+  const uint64_t bytes_down = t.bytes_sent - round_.traffic_at_start.bytes_sent;
+  const uint64_t model_bytes = global_.size() * sizeof(float);
+  const uint64_t dense_equiv = model_bytes * (round_.selected.size() + results.size());
+
+  double train_loss = 0.0, encode_seconds = 0.0;
+  uint64_t weight = 0;
+  // Federated evaluation: clients whose trainer evaluates report the received global model's
+  // loss and accuracy on their own data; weighted by their evaluation examples.
+  double eval_loss = 0.0, eval_accuracy = 0.0, eval_weight = 0.0;
+  for (const auto& rep : results) {
+    const protocol::UpdateReport& u = rep.report;
+    if (u.train_loss) {
+      train_loss += *u.train_loss * static_cast<double>(rep.num_examples);
+      weight += rep.num_examples;
+    }
+    encode_seconds += u.encode_seconds;
+    if (u.eval) {
+      const double n = static_cast<double>(u.eval->num_examples);
+      eval_loss += n * u.eval->loss;
+      eval_accuracy += n * u.eval->accuracy;
+      eval_weight += n;
+    }
+  }
+
+  RoundReport r;
+  r.round = round_.number;
+  r.clients_selected = round_.selected.size();
+  r.clients_reported = results.size();
+  r.clients_dropped = failures.size();
+  r.clients_registered = clients_.size();
+  r.test_loss = eval.loss;
+  r.test_accuracy = eval.accuracy;
+  r.train_loss = weight ? train_loss / static_cast<double>(weight) : 0.0;
+  r.bytes_up = bytes_up;
+  r.bytes_down = bytes_down;
+  r.bytes_dense_equiv = dense_equiv;
+  r.seconds = seconds;
+  r.model_hash = global_hash_;
+  r.model_updated = updated;
+  nlohmann::json line = {
+      {"round", r.round},
+      {"clients_selected", r.clients_selected},
+      {"clients_reported", r.clients_reported},
+      {"clients_dropped", r.clients_dropped},
+      {"clients_registered", r.clients_registered},
+      {"test_loss", r.test_loss},
+      {"test_accuracy", r.test_accuracy},
+      {"train_loss", r.train_loss},
+      {"bytes_up", r.bytes_up},
+      {"bytes_down", r.bytes_down},
+      {"bytes_dense_equiv", r.bytes_dense_equiv},
+      {"seconds", r.seconds},
+      {"model_hash", r.model_hash},
+      {"model_updated", r.model_updated},
+      {"resyncs", resyncs_},
+      {"encode_seconds", results.empty() ? 0.0 : encode_seconds / static_cast<double>(results.size())},
+      {"decode_seconds", round_.decode_seconds},
+      {"frames_rejected", frames_rejected_},
+      {"rejected_by_code", rejected_by_code_},
+      {"secure", server_->secure()},
+      {"connections", server_->handshakes().connections},
+      {"handshakes_failed", server_->handshakes().failed()},
+      {"handshakes_refused", server_->handshakes().failed_auth},
+      {"allow_list_keys", allow_list_ ? allow_list_->size() : 0},
+  };
+  if (eval_weight > 0) {  // of the model the clients received this round (before the update)
+    line["client_eval_loss"] = eval_loss / eval_weight;
+    line["client_eval_accuracy"] = eval_accuracy / eval_weight;
+  }
+  SHOAL_RETURN_IF_ERROR(WriteMetrics(line));
+  SHOAL_RETURN_IF_ERROR(SaveCheckpoint());
+  if (o_.print_table) PrintTableRow(r);
+  spdlog::info("round {} done: accuracy {:.4f}, loss {:.4f}, {}/{} clients, {:.2f}s", r.round, r.test_accuracy,
+               r.test_loss, r.clients_reported, r.clients_selected, r.seconds);
+  if (o_.on_round) o_.on_round(r);
+  round_ = RoundState{};
+  round_.number = last_completed_;
+  return Status::Ok();
+}
+
+}  // namespace shoal::aggregator

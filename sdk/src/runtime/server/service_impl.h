@@ -1,0 +1,199 @@
+// The aggregator service's event loop and its state (service.h is the public face). Its work
+// is split by concept over the files of this folder:
+//   service.cc       setup (Init, transport security), the Run loop, Bye at the end
+//   dispatch.cc      every inbound frame checked and routed; the per-client outboxes
+//   registration.cc  Hello/Welcome, client names and keys, failures, drops, heartbeat expiry
+//   rounds.cc        selection, tasks (full / delta / unchanged), resync, closing a round
+//   ingest.cc        an update's chunks through the ingest stages into the accumulator
+//   recorder.cc      the round's report: metrics line, console table, checkpoint
+#pragma once
+
+#include "runtime/server/service.h"
+
+#include <spdlog/spdlog.h>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <vector>
+#include "aggregate/exact_sum.h"
+#include "backend/backend.h"
+#include "codec/codec.h"
+#include "codec/round_context.h"
+#include "core/checkpoint.h"
+#include "core/rng.h"
+#include "crypto/crypto.h"
+#include "shoal/data.h"
+#include "nn/evaluate.h"
+#include "nn/model.h"
+#include "nn/model_registry.h"
+#include "nn/optimizer.h"
+#include "crypto/keys.h"
+#include "protocol/envelope.h"
+#include "runtime/update.h"
+#include "transport/zmq/zmq_channel.h"
+#include "transport/zmq/zap.h"
+
+namespace shoal::aggregator {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using protocol::Frame;
+using wire::ErrorCode;
+
+inline constexpr const char* kCheckpointFile = "checkpoint.shoal";
+
+inline int64_t MillisSince(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+}
+
+// After a restart, drops the metrics lines of rounds past the checkpoint (written just before
+// a crash), so every round appears once (recorder.cc).
+Status TrimMetrics(const std::string& path, uint64_t last_round);
+
+class Service::Impl {
+ public:
+  explicit Impl(const AggregatorOptions& o) : o_(o) {}
+
+  // Binds `listener`, or a ZeroMQ listener on options.listen when it is null.
+  Status Init(std::unique_ptr<transport::Listener> listener);
+  Status Run(const std::atomic<bool>& stop, std::atomic<bool>* reload);
+  std::string endpoint() const { return server_->endpoint(); }
+  uint64_t rounds_completed() const { return last_completed_; }
+
+ private:
+  struct ClientState {
+    uint32_t id = 0;
+    std::string peer;
+    std::string identity;  // CURVE public key (Z85) the connection authenticated with; empty when insecure
+    std::string name;
+    uint64_t num_examples = 0;
+    uint64_t last_sequence = 0;
+    Clock::time_point last_seen;
+    std::string replica_hash;  // the model this client holds (after its last RoundTask)
+  };
+
+  // The last aggregated delta, encoded with the download codec, for clients whose replica
+  // is its base.
+  struct LastDelta {
+    std::vector<uint8_t> payload;
+    std::string base_hash;
+    uint64_t round = 0;
+  };
+
+  // What the round keeps of a client whose update went into the accumulator.
+  struct Reported {
+    std::string client;
+    uint32_t client_id = 0;
+    uint64_t num_examples = 0;
+    protocol::UpdateReport report;
+  };
+
+  struct RoundState {
+    uint64_t number = 0;
+    bool open = false;
+    Clock::time_point started;
+    Clock::time_point deadline;
+    std::vector<uint32_t> selected;
+    std::map<uint32_t, protocol::ChunkAssembler> assembling;
+    // From the first chunk of each update in transfer: its weight and report.
+    std::map<uint32_t, std::pair<uint64_t, protocol::UpdateReport>> incoming;
+    std::map<uint32_t, Reported> results;          // reported; their updates are in `accumulator`
+    std::unique_ptr<Accumulator> accumulator;      // this round's aggregate, fed on arrival
+    std::map<uint32_t, ClientFailure> failures;
+    transport::Traffic traffic_at_start;
+    double decode_seconds = 0.0;  // time spent decoding this round's updates
+  };
+
+  // Transport security.
+  Status InitSecurity(transport::SocketOptions& so);
+  void ReloadAllowList();
+  bool KeyAllowed(const std::string& identity) const { return !allow_list_ || allow_list_->Contains(identity); }
+
+  // Frame handling.
+  void Handle(transport::Listener::Inbound& in);
+  void HandleHello(const transport::Listener::Inbound& in, const wire::Envelope* env);
+  protocol::WelcomeInfo MakeWelcome(uint32_t id) const;
+  void HandleUpdate(ClientState& c, const wire::Envelope* env);
+  void HandleResync(ClientState& c, const wire::Envelope* env);
+  // Sends this round's task to one client: the delta, "unchanged" or the full model,
+  // whichever its replica needs. Frames are encoded once per kind and shared.
+  void SendTask(ClientState& c, bool force_full);
+  void Reject(const std::string& peer, ErrorCode code, const std::string& reason, uint64_t round = 0);
+  // Replies to a peer that is not (yet) a client: best effort, dropped if its queue is full.
+  void SendDirect(const std::string& peer, Frame frame);
+  // Everything to a registered client goes through its outbox, in order, so a model of any
+  // number of chunks flows as fast as the peer takes it (ZeroMQ back-pressure), never failing
+  // on a full queue.
+  void Enqueue(uint32_t id, transport::SharedFrame frame);
+  void Enqueue(uint32_t id, Frame frame) { Enqueue(id, std::make_shared<const Frame>(std::move(frame))); }
+  void Flush();
+  bool OutboxPending() const;
+  protocol::Header Header(uint64_t round) { return {session_, round, 0, ++sequence_}; }
+
+  // Client bookkeeping.
+  void DropClient(uint32_t id, const std::string& reason);
+  void ExpireClients();
+  bool IsSelected(uint32_t id) const {
+    return round_.open && std::find(round_.selected.begin(), round_.selected.end(), id) != round_.selected.end();
+  }
+  void FailClient(uint32_t id, const std::string& reason);
+
+  // Rounds.
+  bool MaybeStartRound();
+  bool RoundResolved() const { return round_.results.size() + round_.failures.size() >= round_.selected.size(); }
+  Status CloseRound();
+  Status WriteMetrics(const nlohmann::json& line);
+  void PrintTableRow(const RoundReport& r);
+  Status SaveCheckpoint();
+  void SendByeToAll(const std::string& reason);
+
+  AggregatorOptions o_;
+  zmq::context_t ctx_{1};
+  // Declared after ctx_ and before server_: the ZAP handler starts before the socket binds
+  // and stops after it closes.
+  std::unique_ptr<transport::ZapHandler> zap_;
+  std::shared_ptr<const crypto::AllowList> allow_list_;  // null when insecure
+  std::map<std::string, std::string> name_keys_;         // client name -> the key that first used it (this session)
+  std::unique_ptr<transport::Listener> server_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Strategy> strategy_;
+  std::unique_ptr<nn::Model> model_;
+  std::unique_ptr<codec::Codec> up_codec_;    // decodes client updates
+  std::unique_ptr<codec::Codec> down_codec_;  // encodes the global delta (error feedback here) and decodes it
+  runtime::UpdatePipeline ingest_;            // what a client's update goes through: decode, validate
+  std::vector<std::string> required_stages_;  // codec stages a client must support
+  std::optional<LastDelta> last_delta_;
+  RoundConfig round_config_;
+  // This round's task frames by kind, encoded on first use and shared by every client.
+  std::vector<transport::SharedFrame> full_frames_, delta_frames_, unchanged_frames_;
+  data::Dataset test_;
+  TaskConfig task_;
+  ParameterArena global_;
+  std::string global_hash_;
+  size_t max_frame_bytes_ = 0;
+
+  uint64_t session_ = 0;
+  uint64_t sequence_ = 0;
+  uint32_t next_client_id_ = 1;
+  std::map<uint32_t, ClientState> clients_;
+  std::map<uint32_t, std::deque<transport::SharedFrame>> outbox_;
+  std::map<std::string, uint32_t> by_peer_;
+  uint64_t last_completed_ = 0;
+  RoundState round_;
+  bool waiting_logged_ = false;
+  bool table_header_printed_ = false;
+
+  std::ofstream metrics_;
+  uint64_t frames_rejected_ = 0;
+  std::map<std::string, uint64_t> rejected_by_code_;
+  uint64_t resyncs_ = 0;  // this round
+};
+
+}  // namespace shoal::aggregator
