@@ -1,0 +1,179 @@
+// The client runtime: one thread runs the protocol loop (client.cc); local training runs on a
+// worker thread so heartbeats and a Bye keep flowing while it does. The worker is one thread
+// for the client's lifetime (started at the first round), so an application's trainer always
+// runs on the same thread: JNI attachment, a CUDA current device and thread-locals persist.
+// The class and its state; the work is split over client.cc (the loop, connecting, security),
+// training.cc (the worker and the update stages) and frames.cc (what the aggregator sends).
+#pragma once
+
+#include "shoal/client.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include "codec/codec.h"
+#include "codec/round_context.h"
+#include "crypto/crypto.h"
+#include "crypto/keys.h"
+#include "protocol/envelope.h"
+#include "runtime/client/hooks.h"
+#include "runtime/update.h"
+#include "transport/zmq/zmq_channel.h"
+
+namespace shoal {
+
+using Clock = std::chrono::steady_clock;
+
+using std::chrono::milliseconds;
+using wire::ErrorCode;
+
+class Client::Impl {
+ public:
+  Impl(ClientOptions o, std::unique_ptr<Trainer> t, ClientHooks hooks)
+      : o_(std::move(o)), trainer_(std::move(t)), hooks_(std::move(hooks)) {
+    if (o_.name.empty()) o_.name = "client-" + std::to_string(::getpid());
+  }
+  ~Impl() {
+    StopTraining();
+    {
+      std::lock_guard<std::mutex> lock(work_mu_);
+      quit_ = true;
+    }
+    work_cv_.notify_all();
+    if (worker_.joinable()) worker_.join();
+  }
+
+  Status Run();
+  Status Poll(milliseconds timeout, bool* finished);
+  void Cancel() {
+    cancel_ = true;
+    train_cancel_ = true;
+  }
+  Stats stats() const {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    return stats_;
+  }
+
+ private:
+  // One message out, with the next sequence number of this session.
+  Status Send(const protocol::Frame& f, milliseconds timeout = milliseconds(2000)) {
+    Status st = channel_->Send(f, timeout);
+    if (st.ok()) last_sent_ = Clock::now();
+    return st;
+  }
+  protocol::Header NextHeader(uint64_t round) { return {session_, round, client_id_, ++sequence_}; }
+  void Emit(ClientEvent e) {
+    if (!o_.on_event) return;
+    e.bytes_sent = channel_->traffic().bytes_sent;
+    e.bytes_received = channel_->traffic().bytes_received;
+    o_.on_event(e);
+  }
+  void UpdateStats() {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_.bytes_sent = channel_->traffic().bytes_sent;
+    stats_.bytes_received = channel_->traffic().bytes_received;
+  }
+
+  // Transport security from the options: CURVE keys, or plain on loopback / with insecure.
+  Status ConfigureSecurity(transport::SocketOptions& so);
+  // The error to stop with once the handshake has failed too often.
+  Status HandshakeError() const;
+
+  // Returns a non-OK status when the client must stop (Bye is OK + finished_ = true).
+  Status HandleFrame(const transport::Message& m);
+  Status HandleWelcome(const wire::Envelope* env);
+  Status HandleRoundTask(const wire::Envelope* env);
+  Status RequestResync(uint64_t round, const std::string& why);
+  Status FinishTraining();
+  void StartTraining(ReplicaCache::Replica global, RoundConfig config);
+  void StopTraining();
+  void WorkerLoop();
+  void TrainJob(std::span<const float> global, const RoundConfig& config);
+  void Unregister(const std::string& why);
+
+  ClientOptions o_;
+  std::unique_ptr<Trainer> trainer_;
+  ClientHooks hooks_;
+  std::atomic<bool> cancel_{false};
+  std::unique_ptr<zmq::context_t> ctx_;  // only for a ZeroMQ connection (not with hooks_.channel)
+  std::unique_ptr<transport::Channel> channel_;
+  std::string public_key_;  // this client's CURVE public key (Z85); empty without security
+
+  // The loop (Start, then Iterate until it returns the run's result).
+  Status Start();
+  std::optional<Status> Iterate(milliseconds max_wait);
+  std::optional<Status> result_;
+  uint64_t num_examples_ = 0;
+  Clock::time_point give_up_at_;
+  bool ever_registered_ = false;
+  milliseconds hello_backoff_{250};
+  Clock::time_point next_hello_;
+  Clock::time_point last_progress_event_;
+
+  // Registration.
+  bool registered_ = false;
+  bool finished_ = false;
+  uint64_t session_ = 0;
+  uint32_t client_id_ = 0;
+  uint64_t sequence_ = 0;
+  uint64_t last_server_sequence_ = 0;
+  std::string last_error_;  // the aggregator's last Error reason, for the give-up message
+  std::optional<protocol::WelcomeInfo> welcome_;
+  std::optional<TaskConfig> configured_task_;
+  Clock::time_point last_heard_;
+  Clock::time_point last_sent_;
+
+  // Codecs of the task (upload: encode with error feedback; download: decode the global delta).
+  std::unique_ptr<codec::Codec> up_codec_;
+  std::unique_ptr<codec::Codec> down_codec_;
+  // This client's copy of the global model, kept bit-identical to the aggregator's; immutable
+  // once made (shared with the training job, and through hooks_.replicas with other clients).
+  ReplicaCache::Replica replica_;
+  std::string replica_hash_;
+  size_t replica_size() const { return replica_ ? replica_->size() : 0; }
+  void SetReplica(std::vector<float> model) {
+    replica_hash_ = crypto::ModelHash(model);
+    replica_ = hooks_.replicas ? hooks_.replicas->Intern(replica_hash_, std::move(model))
+                               : std::make_shared<const std::vector<float>>(std::move(model));
+  }
+
+  // The round being received / trained.
+  uint64_t task_round_ = 0;
+  std::optional<protocol::ChunkAssembler> assembler_;
+  wire::PayloadEncoding assembler_encoding_ = wire::PayloadEncoding::DenseF32;
+  bool awaiting_full_ = false;
+  Clock::time_point round_started_;
+  // The training thread and the one round handed to it.
+  struct Job {
+    ReplicaCache::Replica global;
+    RoundConfig config;
+  };
+  std::thread worker_;
+  std::mutex work_mu_;
+  std::condition_variable work_cv_;
+  std::optional<Job> job_;  // guarded by work_mu_
+  bool quit_ = false;       // guarded by work_mu_
+  bool training_ = false;   // loop thread only: a round is with the worker and not yet collected
+  std::atomic<bool> train_cancel_{false};
+  std::atomic<bool> train_done_{false};  // the worker finished the round (set under work_mu_)
+  std::atomic<float> progress_{0.0f};
+  uint64_t training_round_ = 0;
+  Status train_status_;
+  TrainResult train_result_;
+  std::optional<EvalResult> train_eval_;  // of the model received, before training
+  runtime::UpdatePipeline update_stages_;  // what an update goes through before it is sent
+  double acked_train_loss_ = 0.0;          // of the update awaiting its Ack (for the event)
+  uint64_t awaiting_ack_round_ = 0;
+
+  mutable std::mutex stats_mu_;
+  Stats stats_;
+};
+
+}  // namespace shoal

@@ -1,0 +1,221 @@
+#include "runtime/client/client_impl.h"
+
+namespace shoal {
+
+Status Client::Impl::HandleWelcome(const wire::Envelope* env) {
+  auto w = protocol::DecodeWelcome(env->message_as_Welcome());
+  if (!w.ok()) return w.status().WithContext("invalid Welcome from the aggregator");
+  if (w->max_frame_bytes > o_.max_frame_bytes)
+    return Status::FailedPrecondition("the aggregator's frames (" + std::to_string(w->max_frame_bytes) +
+                                      " bytes) exceed this client's limit of " + std::to_string(o_.max_frame_bytes) +
+                                      "; lower the aggregator's --chunk-bytes");
+  // Any change of the task (after an aggregator restart with other flags) reconfigures the trainer.
+  if (!configured_task_ || !(*configured_task_ == w->task)) {
+    Status st;
+    try {
+      st = trainer_->Configure(w->task);
+    } catch (const std::exception& e) {  // an application trainer must not take the client down
+      st = Status::Internal(std::string("trainer threw: ") + e.what());
+    } catch (...) {
+      st = Status::Internal("trainer threw a non-standard exception");
+    }
+    SHOAL_RETURN_IF_ERROR(st.WithContext("the aggregator's task does not fit this trainer"));
+    configured_task_ = w->task;
+    up_codec_.reset();
+    replica_.reset();
+    replica_hash_.clear();
+  }
+  if (!up_codec_ || up_codec_->spec() != w->task.codec || down_codec_->spec() != w->task.codec_down) {
+    auto up = codec::Codec::Create(w->task.codec, w->task.layout);
+    if (!up.ok()) return up.status().WithContext("cannot run the aggregator's --codec");
+    auto down = codec::Codec::Create(w->task.codec_down, w->task.layout);
+    if (!down.ok()) return down.status().WithContext("cannot run the aggregator's --codec-down");
+    up_codec_ = std::move(*up);
+    down_codec_ = std::move(*down);
+    update_stages_ = runtime::UpdatePipeline();
+    update_stages_.Add(runtime::EncodeStage(up_codec_.get(), w->task.seed));
+  }
+  session_ = env->session();
+  client_id_ = w->client_id;
+  welcome_ = std::move(*w);
+  registered_ = true;
+  last_server_sequence_ = env->sequence();
+  ClientEvent e(ClientEvent::Kind::kConnected);
+  e.message = "joined " + o_.connect + " as client " + std::to_string(client_id_) + " (model " + welcome_->task.model +
+              ", " + std::to_string(LayoutSize(welcome_->task.layout)) + " parameters)";
+  spdlog::debug("{}", e.message);  // the CLI shows the event itself; an embedding app may route logs
+  Emit(e);
+  return Status::Ok();
+}
+
+Status Client::Impl::HandleRoundTask(const wire::Envelope* env) {
+  const wire::RoundTask* t = env->message_as_RoundTask();
+  const uint64_t round = env->round();
+  if (round == 0) return Status::Ok();
+  const size_t n = LayoutSize(welcome_->task.layout);
+  const bool new_round = round != task_round_;
+  // After a Resync request the full model of the same round follows: start a fresh transfer.
+  const bool resync_reply = !new_round && awaiting_full_ && t->encoding() == wire::PayloadEncoding::DenseF32;
+  if (new_round || resync_reply) {
+    // A new round: anything older (an unfinished transfer or training) is abandoned.
+    if (new_round && training_ && training_round_ != round) StopTraining();
+    task_round_ = round;
+    awaiting_full_ = false;
+    assembler_encoding_ = t->encoding();
+    // Bound each transfer by what its encoding can need: the dense model, at most twice
+    // that for a codec delta, nothing for Unchanged.
+    uint64_t limit = n * sizeof(float);
+    if (t->encoding() == wire::PayloadEncoding::Codec) limit = protocol::MaxCodecPayloadBytes(n);
+    if (t->encoding() == wire::PayloadEncoding::Unchanged) limit = 0;
+    assembler_.emplace(limit);
+    if (new_round) round_started_ = Clock::now();
+  }
+  if (!assembler_) return Status::Ok();  // this round's model already arrived
+  if (t->encoding() != assembler_encoding_) {
+    spdlog::warn("round {}: chunks with mixed encodings; skipping the round", round);
+    assembler_.reset();
+    return Status::Ok();
+  }
+  Status st = assembler_->Add(t->payload());
+  if (!st.ok()) {
+    spdlog::warn("round {}: bad model chunk ({}); skipping the round", round, st.message());
+    assembler_.reset();
+    return Status::Ok();
+  }
+  if (!assembler_->complete()) return Status::Ok();
+  std::vector<uint8_t> bytes = assembler_->Take();
+  assembler_.reset();
+  const std::string want = t->model_hash() ? t->model_hash()->str() : "";
+
+  // Bring the replica to the round's model.
+  switch (t->encoding()) {
+    case wire::PayloadEncoding::DenseF32: {
+      auto global = protocol::DecodeDenseF32(bytes, n);
+      if (!global.ok()) {
+        spdlog::warn("round {}: bad global model ({}); skipping the round", round, global.status().message());
+        return Status::Ok();
+      }
+      SetReplica(std::move(*global));
+      break;
+    }
+    case wire::PayloadEncoding::Codec: {
+      const std::string base = t->base_hash() ? t->base_hash()->str() : "";
+      if (replica_size() != n || replica_hash_ != base) return RequestResync(round, "replica is not the delta's base");
+      std::vector<float> delta(n);
+      Status decoded =
+          down_codec_->Decode(bytes, codec::MakeRoundContext(welcome_->task.seed, t->delta_round(), 0), delta);
+      if (!decoded.ok()) return RequestResync(round, "global delta does not decode: " + decoded.message());
+      for (size_t i = 0; i < n; ++i) delta[i] += (*replica_)[i];  // the next replica, as base + delta
+      SetReplica(std::move(delta));
+      break;
+    }
+    case wire::PayloadEncoding::Unchanged:
+      break;
+    default:
+      spdlog::warn("round {}: unknown model encoding; skipping the round", round);
+      return Status::Ok();
+  }
+  if (replica_size() != n || replica_hash_ != want) return RequestResync(round, "model hash mismatch");
+
+  auto config = protocol::DecodeRoundConfig(t->config(), round);
+  if (!config.ok()) {
+    spdlog::warn("round {}: {}; skipping the round", round, config.status().message());
+    return Status::Ok();
+  }
+  ClientEvent e(ClientEvent::Kind::kRoundStarted);
+  e.round = round;
+  Emit(e);
+  StartTraining(replica_, *config);
+  return Status::Ok();
+}
+
+Status Client::Impl::RequestResync(uint64_t round, const std::string& why) {
+  spdlog::warn("round {}: {}; asking the aggregator for the full model", round, why);
+  awaiting_full_ = true;
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    ++stats_.resyncs;
+  }
+  Status st = Send(protocol::EncodeResync(NextHeader(round), replica_hash_));
+  if (!st.ok()) spdlog::warn("round {}: resync request not sent: {}", round, st.message());
+  return Status::Ok();
+}
+
+Status Client::Impl::HandleFrame(const transport::Message& m) {
+  std::span<const uint8_t> bytes = m.bytes();
+  protocol::Verified v = protocol::VerifyFrame(bytes, o_.max_frame_bytes);
+  if (!v.ok()) {
+    spdlog::warn("ignoring a bad frame from the aggregator: {}", v.reason);
+    return Status::Ok();
+  }
+  const wire::Envelope* env = v.envelope;
+  const wire::Message kind = env->message_type();
+  spdlog::debug("received {} (round {}, sequence {})", protocol::MessageName(kind), env->round(), env->sequence());
+
+  if (kind == wire::Message::Welcome) {
+    if (registered_) return Status::Ok();  // a duplicate answer to a retried Hello
+    last_heard_ = Clock::now();
+    return HandleWelcome(env);
+  }
+  if (kind == wire::Message::Error) {
+    const wire::Error* err = env->message_as_Error();
+    const std::string reason = err->reason() ? err->reason()->str() : "";
+    {
+      std::lock_guard<std::mutex> lock(stats_mu_);
+      ++stats_.errors_received;
+    }
+    switch (err->code()) {
+      case ErrorCode::VersionMismatch:
+      case ErrorCode::UnsupportedCodec:
+      case ErrorCode::Refused:
+        if (!registered_ || env->session() == session_)
+          return Status::FailedPrecondition("the aggregator refused this client: " + reason);
+        return Status::Ok();
+      case ErrorCode::UnknownSession:
+      case ErrorCode::NotRegistered:
+        if (registered_) Unregister("the aggregator does not know this client (" + reason + ")");
+        return Status::Ok();
+      default:
+        spdlog::warn("aggregator reported {}: {}", wire::EnumNameErrorCode(err->code()), reason);
+        last_error_ = reason;
+        return Status::Ok();
+    }
+  }
+  if (!registered_ || env->session() != session_) return Status::Ok();  // stale traffic from an old session
+  if (env->sequence() <= last_server_sequence_) {
+    spdlog::warn("ignoring a replayed or reordered frame from the aggregator (sequence {})", env->sequence());
+    return Status::Ok();
+  }
+  last_server_sequence_ = env->sequence();
+  last_heard_ = Clock::now();
+
+  switch (kind) {
+    case wire::Message::RoundTask:
+      return HandleRoundTask(env);
+    case wire::Message::Ack:
+      if (env->round() == awaiting_ack_round_) {
+        ClientEvent e(ClientEvent::Kind::kRoundDone);
+        e.round = env->round();
+        e.seconds = std::chrono::duration<double>(Clock::now() - round_started_).count();
+        e.train_loss = acked_train_loss_;
+        awaiting_ack_round_ = 0;
+        UpdateStats();
+        Emit(e);
+      }
+      return Status::Ok();
+    case wire::Message::Bye: {
+      const wire::Bye* b = env->message_as_Bye();
+      ClientEvent e(ClientEvent::Kind::kFinished);
+      e.message = b->reason() ? b->reason()->str() : "";
+      Emit(e);
+      finished_ = true;
+      // Confirm, so the aggregator can stop as soon as every client has heard it.
+      (void)channel_->Send(protocol::EncodeBye(NextHeader(env->round()), "bye"), milliseconds(500));
+      return Status::Ok();
+    }
+    default:
+      return Status::Ok();  // Heartbeat echo: liveness only
+  }
+}
+
+}  // namespace shoal

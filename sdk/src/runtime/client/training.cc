@@ -1,0 +1,119 @@
+#include "runtime/client/client_impl.h"
+
+namespace shoal {
+
+void Client::Impl::StartTraining(ReplicaCache::Replica global, RoundConfig config) {
+  StopTraining();
+  train_cancel_ = cancel_.load();
+  train_done_ = false;
+  progress_ = 0.0f;
+  training_round_ = config.round;
+  training_ = true;
+  if (hooks_.train_inline) {  // on this thread, now; the loop collects the result as usual
+    TrainJob(*global, config);
+    train_done_ = true;
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(work_mu_);
+    job_ = Job{std::move(global), config};
+  }
+  if (!worker_.joinable()) worker_ = std::thread([this] { WorkerLoop(); });
+  work_cv_.notify_all();
+}
+
+void Client::Impl::WorkerLoop() {
+  std::unique_lock<std::mutex> lock(work_mu_);
+  for (;;) {
+    work_cv_.wait(lock, [this] { return quit_ || job_.has_value(); });
+    if (quit_) return;
+    Job job = std::move(*job_);
+    job_.reset();
+    lock.unlock();
+    TrainJob(*job.global, job.config);
+    lock.lock();
+    train_done_ = true;
+    work_cv_.notify_all();
+  }
+}
+
+// One round on the worker: federated evaluation of the global model as received, on this
+// client's data, before it trains (trainers without Evaluate skip it), then local training.
+void Client::Impl::TrainJob(std::span<const float> global, const RoundConfig& config) {
+  TrainContext ctx;
+  ctx.progress = [this](float p) { progress_.store(std::clamp(p, 0.0f, 1.0f)); };
+  ctx.cancel = &train_cancel_;
+  TrainResult result;
+  Status st;
+  std::optional<EvalResult> eval;
+  try {  // an application trainer must not take the client down
+    EvalResult e;
+    Status evaluated = trainer_->Evaluate(global, &e);
+    if (evaluated.ok() && std::isfinite(e.loss) && std::isfinite(e.accuracy)) eval = e;
+    if (!evaluated.ok() && evaluated.code() != StatusCode::kFailedPrecondition)  // FailedPrecondition: cannot evaluate
+      spdlog::warn("round {}: evaluating the received model failed: {}", config.round, evaluated.message());
+    st = trainer_->Train(global, config, ctx, &result);
+  } catch (const std::exception& e) {
+    st = Status::Internal(std::string("trainer threw: ") + e.what());
+  } catch (...) {
+    st = Status::Internal("trainer threw a non-standard exception");
+  }
+  train_status_ = st;
+  train_result_ = std::move(result);
+  train_eval_ = eval;
+}
+
+// Abandons the round with the worker, if any: tells it to stop and waits until the trainer
+// returns (a trainer that ignores the cancel flag holds the loop until it does).
+void Client::Impl::StopTraining() {
+  if (training_) {
+    train_cancel_ = true;
+    std::unique_lock<std::mutex> lock(work_mu_);
+    work_cv_.wait(lock, [this] { return train_done_.load(); });
+  }
+  training_ = false;
+  train_done_ = false;
+  training_round_ = 0;
+}
+
+Status Client::Impl::FinishTraining() {
+  // Called once train_done_ is seen: the worker wrote train_status_/train_result_ before it.
+  training_ = false;
+  train_done_ = false;
+  const uint64_t round = training_round_;
+  training_round_ = 0;
+  if (!train_status_.ok()) {
+    if (train_status_.code() == StatusCode::kCancelled) return Status::Ok();
+    spdlog::error("round {}: local training failed: {}", round, train_status_.ToString());
+    return Status::Ok();  // the aggregator times this client out for the round; keep serving
+  }
+  const size_t expected = LayoutSize(welcome_->task.layout);
+  if (train_result_.delta.size() != expected)
+    return Status::Internal("trainer returned a delta of " + std::to_string(train_result_.delta.size()) +
+                            " floats; the model has " + std::to_string(expected));
+  // The update stages (today: the codec, with error feedback when it has it).
+  runtime::Update u;
+  u.author = o_.name;
+  u.round = round;
+  u.num_examples = std::clamp<uint64_t>(train_result_.num_examples, 1, protocol::kMaxExamples);
+  u.delta = std::move(train_result_.delta);
+  u.report = protocol::UpdateReport::FromTrainer(train_result_.metrics);
+  u.report.eval = train_eval_;
+  if (auto failed = update_stages_.Run(u)) return failed->status.WithContext("preparing the update");
+  for (const auto& chunk : protocol::SplitPayload(u.payload, welcome_->chunk_bytes)) {
+    Status st = Send(protocol::EncodeUpdate(NextHeader(round), u.num_examples, u.report, wire::PayloadEncoding::Codec, chunk));
+    if (!st.ok()) {
+      spdlog::warn("round {}: sending the update failed: {}", round, st.message());
+      return Status::Ok();
+    }
+  }
+  awaiting_ack_round_ = round;
+  acked_train_loss_ = u.report.train_loss.value_or(0.0);
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    ++stats_.rounds_trained;
+  }
+  return Status::Ok();
+}
+
+}  // namespace shoal
