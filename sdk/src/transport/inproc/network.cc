@@ -104,8 +104,9 @@ struct Network::Port {
   explicit Port(std::string n) : name(std::move(n)) {}
   const std::string name;
   TimedQueue inbox;
-  std::mutex mu;  // guards links
+  std::mutex mu;  // guards links and handshakes
   std::map<std::string, std::weak_ptr<Link>> links;  // connections that have sent here
+  HandshakeStats handshakes;  // a connection counts when its first frame arrives
 };
 
 namespace {
@@ -143,7 +144,7 @@ class InprocListener final : public Listener {
     }
     if (!link || !link->open) {
       std::lock_guard<std::mutex> lock(port_->mu);
-      if (port_->links.erase(peer)) ++handshakes_.disconnected;
+      if (port_->links.erase(peer)) ++port_->handshakes.disconnected;
       return Status::Unavailable("peer is no longer connected");
     }
     std::optional<Clock::time_point> at;
@@ -163,7 +164,11 @@ class InprocListener final : public Listener {
 
   const Traffic& traffic() const override { return traffic_; }
   std::string endpoint() const override { return endpoint_; }
-  const HandshakeStats& handshakes() const override { return handshakes_; }
+  const HandshakeStats& handshakes() const override {
+    std::lock_guard<std::mutex> lock(port_->mu);
+    handshakes_ = port_->handshakes;
+    return handshakes_;
+  }
   bool secure() const override { return false; }
 
  private:
@@ -171,7 +176,7 @@ class InprocListener final : public Listener {
   std::shared_ptr<Network::Port> port_;
   std::string endpoint_;
   Traffic traffic_;
-  HandshakeStats handshakes_;
+  mutable HandshakeStats handshakes_;  // the port's, as of the last handshakes() call
 };
 
 class InprocChannel final : public Channel {
@@ -204,7 +209,10 @@ class InprocChannel final : public Channel {
     }
     {
       std::lock_guard<std::mutex> lock(port->mu);
-      port->links[link_->id] = link_;
+      if (port->links.emplace(link_->id, link_).second) {
+        ++port->handshakes.connections;
+        ++port->handshakes.succeeded;
+      }
     }
     auto shared = std::make_shared<const std::vector<uint8_t>>(frame.begin(), frame.end());
     std::optional<Clock::time_point> at;
