@@ -101,12 +101,24 @@ std::vector<ChunkRef> SplitPayload(std::span<const uint8_t> payload, size_t chun
   return out;
 }
 
-Status ChunkAssembler::Add(const wire::Chunk* c) {
-  if (!c) return Status::Protocol("message has no payload chunk");
-  const uint64_t total = c->total_bytes();
-  const uint32_t count = c->count();
-  const uint32_t index = c->index();
-  const uint64_t len = c->data() ? c->data()->size() : 0;
+ChunkView ViewChunk(const wire::Chunk* c) {
+  ChunkView v;
+  if (!c) return v;
+  v.present = true;
+  v.index = c->index();
+  v.count = c->count();
+  v.offset = c->offset();
+  v.total_bytes = c->total_bytes();
+  if (c->data()) v.data = std::span<const uint8_t>(c->data()->data(), c->data()->size());
+  return v;
+}
+
+Status ChunkAssembler::Add(const ChunkView& c) {
+  if (!c.present) return Status::Protocol("message has no payload chunk");
+  const uint64_t total = c.total_bytes;
+  const uint32_t count = c.count;
+  const uint32_t index = c.index;
+  const uint64_t len = c.data.size();
   if (total > max_total_)
     return Status::Protocol("payload of " + std::to_string(total) + " bytes exceeds the limit of " +
                             std::to_string(max_total_) + " bytes");
@@ -133,14 +145,14 @@ Status ChunkAssembler::Add(const wire::Chunk* c) {
   }
   const uint64_t want_off = index * stride_;
   const uint64_t want_len = std::min<uint64_t>(stride_, total_ - want_off);
-  if (c->offset() != want_off || len != want_len)
-    return Status::Protocol("chunk " + std::to_string(index) + " has offset " + std::to_string(c->offset()) +
+  if (c.offset != want_off || len != want_len)
+    return Status::Protocol("chunk " + std::to_string(index) + " has offset " + std::to_string(c.offset) +
                             " and length " + std::to_string(len) + "; expected " + std::to_string(want_off) + " and " +
                             std::to_string(want_len));
   if (seen_[index]) return Status::Protocol("chunk " + std::to_string(index) + " was already received");
   seen_[index] = true;
   ++received_;
-  if (len) std::memcpy(bytes_.data() + want_off, c->data()->data(), len);
+  if (len) std::memcpy(bytes_.data() + want_off, c.data.data(), len);
   return Status::Ok();
 }
 

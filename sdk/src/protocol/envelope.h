@@ -54,6 +54,17 @@ struct ChunkRef {
   uint64_t total_bytes = 0;
   std::span<const uint8_t> data;
 };
+// One chunk of a payload as received (the bytes point into the frame).
+struct ChunkView {
+  uint32_t index = 0;
+  uint32_t count = 0;
+  uint64_t offset = 0;
+  uint64_t total_bytes = 0;
+  std::span<const uint8_t> data;
+  bool present = false;  // the message carried a chunk at all
+};
+ChunkView ViewChunk(const wire::Chunk* chunk);  // null: not present
+
 // Cuts `payload` into balanced chunks of at most `chunk_bytes` (see Chunk in the schema).
 // An empty payload gives one empty chunk.
 std::vector<ChunkRef> SplitPayload(std::span<const uint8_t> payload, size_t chunk_bytes);
@@ -64,7 +75,8 @@ class ChunkAssembler {
  public:
   // max_total_bytes: the largest payload acceptable here (e.g. the model's size in bytes).
   explicit ChunkAssembler(uint64_t max_total_bytes) : max_total_(max_total_bytes) {}
-  Status Add(const wire::Chunk* chunk);
+  Status Add(const ChunkView& chunk);
+  Status Add(const wire::Chunk* chunk) { return Add(ViewChunk(chunk)); }
   bool complete() const { return started_ && received_ == count_; }
   uint32_t received() const { return received_; }
   // The payload; only when complete(). Leaves the assembler empty.

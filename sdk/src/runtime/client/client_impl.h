@@ -23,6 +23,7 @@
 #include "crypto/crypto.h"
 #include "crypto/keys.h"
 #include "protocol/envelope.h"
+#include "protocol/messages.h"
 #include "runtime/client/hooks.h"
 #include "runtime/update.h"
 #include "transport/zmq/zmq_channel.h"
@@ -32,7 +33,7 @@ namespace shoal {
 using Clock = std::chrono::steady_clock;
 
 using std::chrono::milliseconds;
-using wire::ErrorCode;
+using protocol::ErrorCode;
 
 class Client::Impl {
  public:
@@ -88,8 +89,8 @@ class Client::Impl {
 
   // Returns a non-OK status when the client must stop (Bye is OK + finished_ = true).
   Status HandleFrame(const transport::Message& m);
-  Status HandleWelcome(const wire::Envelope* env);
-  Status HandleRoundTask(const wire::Envelope* env);
+  Status HandleWelcome(const protocol::Header& h, protocol::WelcomeInfo w);
+  Status HandleRoundTask(const protocol::Header& h, const protocol::RoundTask& t);
   Status RequestResync(uint64_t round, const std::string& why);
   Status FinishTraining();
   void StartTraining(ReplicaCache::Replica global, RoundConfig config);
@@ -147,7 +148,7 @@ class Client::Impl {
   // The round being received / trained.
   uint64_t task_round_ = 0;
   std::optional<protocol::ChunkAssembler> assembler_;
-  wire::PayloadEncoding assembler_encoding_ = wire::PayloadEncoding::DenseF32;
+  protocol::PayloadEncoding assembler_encoding_ = protocol::PayloadEncoding::DenseF32;
   bool awaiting_full_ = false;
   Clock::time_point round_started_;
   // The training thread and the one round handed to it.

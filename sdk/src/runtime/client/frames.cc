@@ -2,9 +2,8 @@
 
 namespace shoal {
 
-Status Client::Impl::HandleWelcome(const wire::Envelope* env) {
-  auto w = protocol::DecodeWelcome(env->message_as_Welcome());
-  if (!w.ok()) return w.status().WithContext("invalid Welcome from the aggregator");
+Status Client::Impl::HandleWelcome(const protocol::Header& h, protocol::WelcomeInfo welcome) {
+  protocol::WelcomeInfo* w = &welcome;
   if (w->max_frame_bytes > o_.max_frame_bytes)
     return Status::FailedPrecondition("the aggregator's frames (" + std::to_string(w->max_frame_bytes) +
                                       " bytes) exceed this client's limit of " + std::to_string(o_.max_frame_bytes) +
@@ -35,11 +34,11 @@ Status Client::Impl::HandleWelcome(const wire::Envelope* env) {
     update_stages_ = runtime::UpdatePipeline();
     update_stages_.Add(runtime::EncodeStage(up_codec_.get(), w->task.seed));
   }
-  session_ = env->session();
+  session_ = h.session;
   client_id_ = w->client_id;
   welcome_ = std::move(*w);
   registered_ = true;
-  last_server_sequence_ = env->sequence();
+  last_server_sequence_ = h.sequence;
   ClientEvent e(ClientEvent::Kind::kConnected);
   e.message = "joined " + o_.connect + " as client " + std::to_string(client_id_) + " (model " + welcome_->task.model +
               ", " + std::to_string(LayoutSize(welcome_->task.layout)) + " parameters)";
@@ -48,35 +47,34 @@ Status Client::Impl::HandleWelcome(const wire::Envelope* env) {
   return Status::Ok();
 }
 
-Status Client::Impl::HandleRoundTask(const wire::Envelope* env) {
-  const wire::RoundTask* t = env->message_as_RoundTask();
-  const uint64_t round = env->round();
+Status Client::Impl::HandleRoundTask(const protocol::Header& h, const protocol::RoundTask& t) {
+  const uint64_t round = h.round;
   if (round == 0) return Status::Ok();
   const size_t n = LayoutSize(welcome_->task.layout);
   const bool new_round = round != task_round_;
   // After a Resync request the full model of the same round follows: start a fresh transfer.
-  const bool resync_reply = !new_round && awaiting_full_ && t->encoding() == wire::PayloadEncoding::DenseF32;
+  const bool resync_reply = !new_round && awaiting_full_ && t.encoding == protocol::PayloadEncoding::DenseF32;
   if (new_round || resync_reply) {
     // A new round: anything older (an unfinished transfer or training) is abandoned.
     if (new_round && training_ && training_round_ != round) StopTraining();
     task_round_ = round;
     awaiting_full_ = false;
-    assembler_encoding_ = t->encoding();
+    assembler_encoding_ = t.encoding;
     // Bound each transfer by what its encoding can need: the dense model, at most twice
     // that for a codec delta, nothing for Unchanged.
     uint64_t limit = n * sizeof(float);
-    if (t->encoding() == wire::PayloadEncoding::Codec) limit = protocol::MaxCodecPayloadBytes(n);
-    if (t->encoding() == wire::PayloadEncoding::Unchanged) limit = 0;
+    if (t.encoding == protocol::PayloadEncoding::Codec) limit = protocol::MaxCodecPayloadBytes(n);
+    if (t.encoding == protocol::PayloadEncoding::Unchanged) limit = 0;
     assembler_.emplace(limit);
     if (new_round) round_started_ = Clock::now();
   }
   if (!assembler_) return Status::Ok();  // this round's model already arrived
-  if (t->encoding() != assembler_encoding_) {
+  if (t.encoding != assembler_encoding_) {
     spdlog::warn("round {}: chunks with mixed encodings; skipping the round", round);
     assembler_.reset();
     return Status::Ok();
   }
-  Status st = assembler_->Add(t->payload());
+  Status st = assembler_->Add(t.chunk);
   if (!st.ok()) {
     spdlog::warn("round {}: bad model chunk ({}); skipping the round", round, st.message());
     assembler_.reset();
@@ -85,11 +83,11 @@ Status Client::Impl::HandleRoundTask(const wire::Envelope* env) {
   if (!assembler_->complete()) return Status::Ok();
   std::vector<uint8_t> bytes = assembler_->Take();
   assembler_.reset();
-  const std::string want = t->model_hash() ? t->model_hash()->str() : "";
+  const std::string& want = t.model_hash;
 
   // Bring the replica to the round's model.
-  switch (t->encoding()) {
-    case wire::PayloadEncoding::DenseF32: {
+  switch (t.encoding) {
+    case protocol::PayloadEncoding::DenseF32: {
       auto global = protocol::DecodeDenseF32(bytes, n);
       if (!global.ok()) {
         spdlog::warn("round {}: bad global model ({}); skipping the round", round, global.status().message());
@@ -98,18 +96,18 @@ Status Client::Impl::HandleRoundTask(const wire::Envelope* env) {
       SetReplica(std::move(*global));
       break;
     }
-    case wire::PayloadEncoding::Codec: {
-      const std::string base = t->base_hash() ? t->base_hash()->str() : "";
+    case protocol::PayloadEncoding::Codec: {
+      const std::string& base = t.base_hash;
       if (replica_size() != n || replica_hash_ != base) return RequestResync(round, "replica is not the delta's base");
       std::vector<float> delta(n);
       Status decoded =
-          down_codec_->Decode(bytes, codec::MakeRoundContext(welcome_->task.seed, t->delta_round(), 0), delta);
+          down_codec_->Decode(bytes, codec::MakeRoundContext(welcome_->task.seed, t.delta_round, 0), delta);
       if (!decoded.ok()) return RequestResync(round, "global delta does not decode: " + decoded.message());
       for (size_t i = 0; i < n; ++i) delta[i] += (*replica_)[i];  // the next replica, as base + delta
       SetReplica(std::move(delta));
       break;
     }
-    case wire::PayloadEncoding::Unchanged:
+    case protocol::PayloadEncoding::Unchanged:
       break;
     default:
       spdlog::warn("round {}: unknown model encoding; skipping the round", round);
@@ -117,11 +115,11 @@ Status Client::Impl::HandleRoundTask(const wire::Envelope* env) {
   }
   if (replica_size() != n || replica_hash_ != want) return RequestResync(round, "model hash mismatch");
 
-  auto config = protocol::DecodeRoundConfig(t->config(), round);
-  if (!config.ok()) {
-    spdlog::warn("round {}: {}; skipping the round", round, config.status().message());
+  if (!t.config) {
+    spdlog::warn("round {}: {}; skipping the round", round, t.config_error);
     return Status::Ok();
   }
+  const RoundConfig* config = &*t.config;
   ClientEvent e(ClientEvent::Kind::kRoundStarted);
   e.round = round;
   Emit(e);
@@ -148,27 +146,34 @@ Status Client::Impl::HandleFrame(const transport::Message& m) {
     spdlog::warn("ignoring a bad frame from the aggregator: {}", v.reason);
     return Status::Ok();
   }
-  const wire::Envelope* env = v.envelope;
-  const wire::Message kind = env->message_type();
-  spdlog::debug("received {} (round {}, sequence {})", protocol::MessageName(kind), env->round(), env->sequence());
+  const protocol::MessageKind kind = protocol::KindOf(v);
+  auto decoded = protocol::DecodeMessage(v);
+  if (!decoded.ok()) {
+    if (kind == protocol::MessageKind::Welcome && !registered_)
+      return decoded.status().WithContext("invalid Welcome from the aggregator");
+    spdlog::warn("ignoring a malformed {} from the aggregator: {}", protocol::MessageName(kind), decoded.status().message());
+    return Status::Ok();
+  }
+  protocol::Message& msg = *decoded;
+  const protocol::Header& h = msg.header;
+  spdlog::debug("received {} (round {}, sequence {})", protocol::MessageName(kind), h.round, h.sequence);
 
-  if (kind == wire::Message::Welcome) {
+  if (auto* welcome = std::get_if<protocol::WelcomeInfo>(&msg.body)) {
     if (registered_) return Status::Ok();  // a duplicate answer to a retried Hello
     last_heard_ = Clock::now();
-    return HandleWelcome(env);
+    return HandleWelcome(h, std::move(*welcome));
   }
-  if (kind == wire::Message::Error) {
-    const wire::Error* err = env->message_as_Error();
-    const std::string reason = err->reason() ? err->reason()->str() : "";
+  if (auto* err = std::get_if<protocol::ErrorReply>(&msg.body)) {
+    const std::string& reason = err->reason;
     {
       std::lock_guard<std::mutex> lock(stats_mu_);
       ++stats_.errors_received;
     }
-    switch (err->code()) {
+    switch (err->code) {
       case ErrorCode::VersionMismatch:
       case ErrorCode::UnsupportedCodec:
       case ErrorCode::Refused:
-        if (!registered_ || env->session() == session_)
+        if (!registered_ || h.session == session_)
           return Status::FailedPrecondition("the aggregator refused this client: " + reason);
         return Status::Ok();
       case ErrorCode::UnknownSession:
@@ -176,46 +181,42 @@ Status Client::Impl::HandleFrame(const transport::Message& m) {
         if (registered_) Unregister("the aggregator does not know this client (" + reason + ")");
         return Status::Ok();
       default:
-        spdlog::warn("aggregator reported {}: {}", wire::EnumNameErrorCode(err->code()), reason);
+        spdlog::warn("aggregator reported {}: {}", protocol::ErrorName(err->code), reason);
         last_error_ = reason;
         return Status::Ok();
     }
   }
-  if (!registered_ || env->session() != session_) return Status::Ok();  // stale traffic from an old session
-  if (env->sequence() <= last_server_sequence_) {
-    spdlog::warn("ignoring a replayed or reordered frame from the aggregator (sequence {})", env->sequence());
+  if (!registered_ || h.session != session_) return Status::Ok();  // stale traffic from an old session
+  if (h.sequence <= last_server_sequence_) {
+    spdlog::warn("ignoring a replayed or reordered frame from the aggregator (sequence {})", h.sequence);
     return Status::Ok();
   }
-  last_server_sequence_ = env->sequence();
+  last_server_sequence_ = h.sequence;
   last_heard_ = Clock::now();
 
-  switch (kind) {
-    case wire::Message::RoundTask:
-      return HandleRoundTask(env);
-    case wire::Message::Ack:
-      if (env->round() == awaiting_ack_round_) {
-        ClientEvent e(ClientEvent::Kind::kRoundDone);
-        e.round = env->round();
-        e.seconds = std::chrono::duration<double>(Clock::now() - round_started_).count();
-        e.train_loss = acked_train_loss_;
-        awaiting_ack_round_ = 0;
-        UpdateStats();
-        Emit(e);
-      }
-      return Status::Ok();
-    case wire::Message::Bye: {
-      const wire::Bye* b = env->message_as_Bye();
-      ClientEvent e(ClientEvent::Kind::kFinished);
-      e.message = b->reason() ? b->reason()->str() : "";
+  if (auto* task = std::get_if<protocol::RoundTask>(&msg.body)) return HandleRoundTask(h, *task);
+  if (std::holds_alternative<protocol::Ack>(msg.body)) {
+    if (h.round == awaiting_ack_round_) {
+      ClientEvent e(ClientEvent::Kind::kRoundDone);
+      e.round = h.round;
+      e.seconds = std::chrono::duration<double>(Clock::now() - round_started_).count();
+      e.train_loss = acked_train_loss_;
+      awaiting_ack_round_ = 0;
+      UpdateStats();
       Emit(e);
-      finished_ = true;
-      // Confirm, so the aggregator can stop as soon as every client has heard it.
-      (void)channel_->Send(protocol::EncodeBye(NextHeader(env->round()), "bye"), milliseconds(500));
-      return Status::Ok();
     }
-    default:
-      return Status::Ok();  // Heartbeat echo: liveness only
+    return Status::Ok();
   }
+  if (auto* bye = std::get_if<protocol::Bye>(&msg.body)) {
+    ClientEvent e(ClientEvent::Kind::kFinished);
+    e.message = bye->reason;
+    Emit(e);
+    finished_ = true;
+    // Confirm, so the aggregator can stop as soon as every client has heard it.
+    (void)channel_->Send(protocol::EncodeBye(NextHeader(h.round), "bye"), milliseconds(500));
+    return Status::Ok();
+  }
+  return Status::Ok();  // Heartbeat echo: liveness only
 }
 
 }  // namespace shoal

@@ -101,7 +101,7 @@ Status Client::Impl::FinishTraining() {
   u.report.eval = train_eval_;
   if (auto failed = update_stages_.Run(u)) return failed->status.WithContext("preparing the update");
   for (const auto& chunk : protocol::SplitPayload(u.payload, welcome_->chunk_bytes)) {
-    Status st = Send(protocol::EncodeUpdate(NextHeader(round), u.num_examples, u.report, wire::PayloadEncoding::Codec, chunk));
+    Status st = Send(protocol::EncodeUpdate(NextHeader(round), u.num_examples, u.report, protocol::PayloadEncoding::Codec, chunk));
     if (!st.ok()) {
       spdlog::warn("round {}: sending the update failed: {}", round, st.message());
       return Status::Ok();

@@ -41,10 +41,10 @@ void Service::Impl::Flush() {
 
 void Service::Impl::Reject(const std::string& peer, ErrorCode code, const std::string& reason, uint64_t round) {
   ++frames_rejected_;
-  ++rejected_by_code_[wire::EnumNameErrorCode(code)];
+  ++rejected_by_code_[protocol::ErrorName(code)];
   // Log the first few in full, then only every 1000th, so a flood cannot fill the disk.
   if (frames_rejected_ <= 10 || frames_rejected_ % 1000 == 0)
-    spdlog::warn("rejected frame #{} ({}): {}", frames_rejected_, wire::EnumNameErrorCode(code), reason);
+    spdlog::warn("rejected frame #{} ({}): {}", frames_rejected_, protocol::ErrorName(code), reason);
   if (auto it = by_peer_.find(peer); it != by_peer_.end())
     Enqueue(it->second, protocol::EncodeError(Header(round), code, reason));
   else
@@ -55,7 +55,17 @@ void Service::Impl::Handle(transport::Listener::Inbound& in) {
   std::span<const uint8_t> bytes = in.frame.bytes();
   protocol::Verified v = protocol::VerifyFrame(bytes, max_frame_bytes_);
   if (!v.ok()) return Reject(in.peer, v.error, v.reason);
-  const wire::Envelope* env = v.envelope;
+  auto decoded = protocol::DecodeMessage(v);
+  if (!decoded.ok()) {
+    const std::string& why = decoded.status().message();
+    Reject(in.peer, ErrorCode::MalformedFrame, why, round_.number);
+    // A selected client's malformed update fails it for the round now, not at the deadline.
+    if (auto it = by_peer_.find(in.peer); it != by_peer_.end() && protocol::KindOf(v) == protocol::MessageKind::Update)
+      FailClient(it->second, "rejected: " + why);
+    return;
+  }
+  protocol::Message& m = *decoded;
+  const protocol::Header& h = m.header;
 
   // The connection's authenticated key must still be allowed (a SIGHUP may have removed it
   // after the handshake), and a registered connection must keep the key it registered with.
@@ -66,39 +76,32 @@ void Service::Impl::Handle(transport::Listener::Inbound& in) {
   if (auto it = by_peer_.find(in.peer); it != by_peer_.end() && clients_.at(it->second).identity != in.user_id)
     return Reject(in.peer, ErrorCode::BadSender, "this connection's key is not the one its client registered with");
 
-  if (env->message_type() == wire::Message::Hello) return HandleHello(in, env);
+  if (auto* hello = std::get_if<protocol::Hello>(&m.body)) return HandleHello(in, h, *hello);
 
   // Everything else belongs to a registered client of this session.
-  if (env->session() != session_)
+  if (h.session != session_)
     return Reject(in.peer, ErrorCode::UnknownSession, "session is not this aggregator's (it restarted?); send Hello");
   auto pit = by_peer_.find(in.peer);
   if (pit == by_peer_.end()) return Reject(in.peer, ErrorCode::NotRegistered, "this connection has not sent Hello");
   ClientState& c = clients_.at(pit->second);
-  if (env->sender() != c.id)
+  if (h.sender != c.id)
     return Reject(in.peer, ErrorCode::BadSender,
-                  "sender " + std::to_string(env->sender()) + " is not this connection's client id " + std::to_string(c.id));
-  if (env->sequence() <= c.last_sequence)
+                  "sender " + std::to_string(h.sender) + " is not this connection's client id " + std::to_string(c.id));
+  if (h.sequence <= c.last_sequence)
     return Reject(in.peer, ErrorCode::Duplicate,
-                  "sequence " + std::to_string(env->sequence()) + " is not above " + std::to_string(c.last_sequence));
-  c.last_sequence = env->sequence();
+                  "sequence " + std::to_string(h.sequence) + " is not above " + std::to_string(c.last_sequence));
+  c.last_sequence = h.sequence;
   c.last_seen = Clock::now();
 
-  switch (env->message_type()) {
-    case wire::Message::Heartbeat:
-      Enqueue(c.id, protocol::EncodeHeartbeat(Header(round_.number), false, 0.0f));
-      return;
-    case wire::Message::Update:
-      return HandleUpdate(c, env);
-    case wire::Message::Resync:
-      return HandleResync(c, env);
-    case wire::Message::Bye:
-      spdlog::info("client {} ({}) left", c.id, c.name);
-      DropClient(c.id, "left");
-      return;
-    default:
-      return Reject(in.peer, ErrorCode::MalformedFrame,
-                    std::string("a client may not send ") + protocol::MessageName(env->message_type()));
+  if (std::holds_alternative<protocol::Heartbeat>(m.body))
+    return Enqueue(c.id, protocol::EncodeHeartbeat(Header(round_.number), false, 0.0f));
+  if (auto* u = std::get_if<protocol::UpdateChunk>(&m.body)) return HandleUpdate(c, h, *u);
+  if (auto* r = std::get_if<protocol::Resync>(&m.body)) return HandleResync(c, h, *r);
+  if (std::holds_alternative<protocol::Bye>(m.body)) {
+    spdlog::info("client {} ({}) left", c.id, c.name);
+    return DropClient(c.id, "left");
   }
+  return Reject(in.peer, ErrorCode::MalformedFrame, std::string("a client may not send ") + protocol::MessageName(m.kind));
 }
 
 }  // namespace shoal::aggregator

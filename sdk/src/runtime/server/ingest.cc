@@ -4,35 +4,29 @@ namespace shoal::aggregator {
 
 static_assert(protocol::kMaxExamples == ExactSum::kMaxWeight, "every valid example count must be a valid weight");
 
-void Service::Impl::HandleUpdate(ClientState& c, const wire::Envelope* env) {
-  const wire::Update* u = env->message_as_Update();
-  if (!round_.open || env->round() != round_.number)
+void Service::Impl::HandleUpdate(ClientState& c, const protocol::Header& h, protocol::UpdateChunk& u) {
+  if (!round_.open || h.round != round_.number)
     return Reject(c.peer, ErrorCode::StaleRound,
-                  "update for round " + std::to_string(env->round()) + " but " +
+                  "update for round " + std::to_string(h.round) + " but " +
                       (round_.open ? "round " + std::to_string(round_.number) + " is open" : "no round is open"),
-                  env->round());
+                  h.round);
   if (!IsSelected(c.id)) return Reject(c.peer, ErrorCode::StaleRound, "client was not selected this round", round_.number);
   if (round_.results.count(c.id) || round_.failures.count(c.id))
     return Reject(c.peer, ErrorCode::Duplicate, "this round's update was already settled", round_.number);
-  if (u->encoding() != wire::PayloadEncoding::Codec) {
+  if (u.encoding != protocol::PayloadEncoding::Codec) {
     Reject(c.peer, ErrorCode::MalformedFrame, "an update must be encoded with the task's codec", round_.number);
     return FailClient(c.id, "rejected: wrong encoding");
   }
   const uint64_t max_bytes = protocol::MaxCodecPayloadBytes(global_.size());
   auto [it, inserted] = round_.assembling.try_emplace(c.id, max_bytes);
   if (inserted) {
-    if (u->num_examples() == 0 || u->num_examples() > protocol::kMaxExamples) {
+    if (u.num_examples == 0 || u.num_examples > protocol::kMaxExamples) {
       Reject(c.peer, ErrorCode::MalformedFrame, "num_examples must be in [1, 2^40]", round_.number);
       return FailClient(c.id, "rejected: bad num_examples");
     }
-    auto report = protocol::DecodeUpdateReport(u);
-    if (!report.ok()) {
-      Reject(c.peer, ErrorCode::MalformedFrame, report.status().message(), round_.number);
-      return FailClient(c.id, "rejected: " + report.status().message());
-    }
-    round_.incoming[c.id] = {u->num_examples(), std::move(*report)};
+    round_.incoming[c.id] = {u.num_examples, std::move(u.report)};
   }
-  Status st = it->second.Add(u->payload());
+  Status st = it->second.Add(u.chunk);
   if (!st.ok()) {
     Reject(c.peer, ErrorCode::MalformedFrame, st.message(), round_.number);
     return FailClient(c.id, "rejected: " + st.message());

@@ -22,10 +22,10 @@ protocol::WelcomeInfo Service::Impl::MakeWelcome(uint32_t id) const {
   return w;
 }
 
-void Service::Impl::HandleHello(const transport::Listener::Inbound& in, const wire::Envelope* env) {
+void Service::Impl::HandleHello(const transport::Listener::Inbound& in, const protocol::Header& header,
+                                const protocol::Hello& hello) {
   const std::string& peer = in.peer;
-  const wire::Hello* h = env->message_as_Hello();
-  const std::string name = h->client_name() ? h->client_name()->str() : "";
+  const std::string& name = hello.client_name;
   if (!PrintableName(name))
     return Reject(peer, ErrorCode::MalformedFrame, "Hello needs a client name of 1-64 printable characters");
   // A Hello repeated on the same connection (the client retries while the Welcome is in
@@ -34,7 +34,7 @@ void Service::Impl::HandleHello(const transport::Listener::Inbound& in, const wi
     ClientState& c = clients_.at(it->second);
     if (c.name == name) {
       c.last_seen = Clock::now();
-      c.last_sequence = std::max(c.last_sequence, env->sequence());
+      c.last_sequence = std::max(c.last_sequence, header.sequence);
       Enqueue(c.id, protocol::EncodeWelcome(Header(0), MakeWelcome(c.id)));
       return;
     }
@@ -63,10 +63,7 @@ void Service::Impl::HandleHello(const transport::Listener::Inbound& in, const wi
     return Reject(peer, ErrorCode::Refused, "the aggregator is full (" + std::to_string(o_.max_clients) + " clients)");
   // Negotiation: the client lists the codec stages it can run; every stage of the task's
   // codecs must be among them.
-  std::vector<std::string> supported;
-  if (h->codecs())
-    for (const auto* s : *h->codecs())
-      if (s && s->size() <= 64) supported.push_back(s->str());
+  const std::vector<std::string>& supported = hello.codecs;
   for (const std::string& stage : required_stages_)
     if (std::find(supported.begin(), supported.end(), stage) == supported.end())
       return Reject(peer, ErrorCode::UnsupportedCodec,
@@ -78,11 +75,11 @@ void Service::Impl::HandleHello(const transport::Listener::Inbound& in, const wi
   c.peer = peer;
   c.identity = in.user_id;
   c.name = name;
-  c.num_examples = h->num_examples();
-  c.last_sequence = env->sequence();
+  c.num_examples = hello.num_examples;
+  c.last_sequence = header.sequence;
   c.last_seen = Clock::now();
   spdlog::info("client {} registered as id {} ({} examples, trainer {}{})", name, c.id, c.num_examples,
-               h->trainer() ? h->trainer()->str() : "?", c.identity.empty() ? "" : ", key " + c.identity);
+               hello.trainer.empty() ? "?" : hello.trainer, c.identity.empty() ? "" : ", key " + c.identity);
   const uint32_t id = c.id;
   if (allow_list_) name_keys_[name] = c.identity;
   by_peer_[peer] = id;

@@ -53,35 +53,34 @@ void Service::Impl::SendTask(ClientState& c, bool force_full) {
   if (!force_full && c.replica_hash == global_hash_) {
     if (unchanged_frames_.empty())
       unchanged_frames_.push_back(share(protocol::EncodeRoundTask(Header(number), round_config_, o_.round_timeout_ms,
-                                                                  global_hash_, wire::PayloadEncoding::Unchanged,
+                                                                  global_hash_, protocol::PayloadEncoding::Unchanged,
                                                                   protocol::ChunkRef{})));
     frames = &unchanged_frames_;
   } else if (!force_full && last_delta_ && c.replica_hash == last_delta_->base_hash) {
     if (delta_frames_.empty())
       for (const auto& chunk : protocol::SplitPayload(last_delta_->payload, o_.chunk_bytes))
         delta_frames_.push_back(share(protocol::EncodeRoundTask(Header(number), round_config_, o_.round_timeout_ms,
-                                                                global_hash_, wire::PayloadEncoding::Codec, chunk,
+                                                                global_hash_, protocol::PayloadEncoding::Codec, chunk,
                                                                 last_delta_->base_hash, last_delta_->round)));
     frames = &delta_frames_;
   } else {
     if (full_frames_.empty())
       for (const auto& chunk : protocol::SplitPayload(protocol::AsBytes(global_.span()), o_.chunk_bytes))
         full_frames_.push_back(share(protocol::EncodeRoundTask(Header(number), round_config_, o_.round_timeout_ms,
-                                                               global_hash_, wire::PayloadEncoding::DenseF32, chunk)));
+                                                               global_hash_, protocol::PayloadEncoding::DenseF32, chunk)));
     frames = &full_frames_;
   }
   for (const auto& f : *frames) Enqueue(c.id, f);
   c.replica_hash = global_hash_;
 }
 
-void Service::Impl::HandleResync(ClientState& c, const wire::Envelope* env) {
-  const wire::Resync* r = env->message_as_Resync();
-  if (!round_.open || env->round() != round_.number || !IsSelected(c.id) || round_.results.count(c.id) ||
+void Service::Impl::HandleResync(ClientState& c, const protocol::Header& h, const protocol::Resync& r) {
+  if (!round_.open || h.round != round_.number || !IsSelected(c.id) || round_.results.count(c.id) ||
       round_.failures.count(c.id))
     return;  // nothing to train this round; the next task will carry what the client needs
   ++resyncs_;
   spdlog::warn("round {}: client {} ({}) asks for the full model (its replica is {})", round_.number, c.id, c.name,
-               r->have_hash() ? r->have_hash()->str().substr(0, 16) : "?");
+               r.have_hash.empty() ? "?" : r.have_hash.substr(0, 16));
   SendTask(c, true);
 }
 

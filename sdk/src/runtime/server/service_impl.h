@@ -36,6 +36,7 @@
 #include "nn/optimizer.h"
 #include "crypto/keys.h"
 #include "protocol/envelope.h"
+#include "protocol/messages.h"
 #include "runtime/update.h"
 #include "transport/zmq/zmq_channel.h"
 #include "transport/zmq/zap.h"
@@ -45,7 +46,7 @@ namespace shoal::aggregator {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using protocol::Frame;
-using wire::ErrorCode;
+using protocol::ErrorCode;
 
 inline constexpr const char* kCheckpointFile = "checkpoint.shoal";
 
@@ -118,10 +119,10 @@ class Service::Impl {
 
   // Frame handling.
   void Handle(transport::Listener::Inbound& in);
-  void HandleHello(const transport::Listener::Inbound& in, const wire::Envelope* env);
+  void HandleHello(const transport::Listener::Inbound& in, const protocol::Header& h, const protocol::Hello& hello);
   protocol::WelcomeInfo MakeWelcome(uint32_t id) const;
-  void HandleUpdate(ClientState& c, const wire::Envelope* env);
-  void HandleResync(ClientState& c, const wire::Envelope* env);
+  void HandleUpdate(ClientState& c, const protocol::Header& h, protocol::UpdateChunk& u);
+  void HandleResync(ClientState& c, const protocol::Header& h, const protocol::Resync& r);
   // Sends this round's task to one client: the delta, "unchanged" or the full model,
   // whichever its replica needs. Frames are encoded once per kind and shared.
   void SendTask(ClientState& c, bool force_full);

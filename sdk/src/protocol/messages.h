@@ -1,0 +1,86 @@
+// Typed messages of the federated protocol (aggregator <-> client). A verified frame
+// (VerifyFrame) becomes one Message: its header and a typed body with every field checked —
+// strings present and bounded, the round config in range, the update report decoded — so
+// that nothing above protocol/ reads FlatBuffers. Peer messages (Join, Members, ...) have
+// their own decoders (protocol/peer.h) and appear here as Other.
+// Byte views (chunk data) point into the frame: keep the frame alive while using them.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "protocol/envelope.h"
+
+namespace shoal::protocol {
+
+// The wire's enums, by their protocol names (their values are the wire format).
+using ErrorCode = wire::ErrorCode;
+using PayloadEncoding = wire::PayloadEncoding;
+using MessageKind = wire::Message;
+
+struct Hello {
+  std::string client_name;  // not yet checked against the name rules (the service does)
+  uint64_t num_examples = 0;
+  std::string trainer;
+  std::vector<std::string> codecs;  // stage names; names over 64 bytes are dropped
+};
+struct RoundTask {
+  std::optional<RoundConfig> config;  // nullopt when the frame's config is out of range (the round is skipped)
+  std::string config_error;           // why, then
+  uint32_t deadline_ms = 0;
+  std::string model_hash;
+  PayloadEncoding encoding = PayloadEncoding::DenseF32;
+  ChunkView chunk;
+  std::string base_hash;    // Codec: the model the delta applies to
+  uint64_t delta_round = 0;  // Codec: the round whose aggregate the delta is
+};
+struct UpdateChunk {
+  uint64_t num_examples = 0;  // not yet range-checked (the service refuses outside [1, kMaxExamples])
+  UpdateReport report;
+  PayloadEncoding encoding = PayloadEncoding::Codec;
+  ChunkView chunk;
+};
+struct Resync {
+  std::string have_hash;
+};
+struct Ack {
+  bool accepted = false;
+};
+struct ErrorReply {
+  ErrorCode code = ErrorCode::Unknown;
+  std::string reason;
+};
+struct Heartbeat {
+  bool busy = false;
+  float progress = 0.0f;
+};
+struct Bye {
+  std::string reason;
+};
+struct Other {  // a verified message of another protocol (peers)
+  MessageKind kind = MessageKind::NONE;
+};
+
+using Body = std::variant<Hello, WelcomeInfo, RoundTask, UpdateChunk, Resync, Ack, ErrorReply, Heartbeat, Bye, Other>;
+
+struct Message {
+  Header header;
+  MessageKind kind = MessageKind::NONE;
+  Body body;
+};
+
+// The name of an error code ("MalformedFrame", ...), for logs and the rejection counters.
+const char* ErrorName(ErrorCode code);
+
+// The kind of a verified frame's message, also when DecodeMessage refuses its body.
+MessageKind KindOf(const Verified& frame);
+
+// The typed message of a verified frame; Protocol error (with a reason fit for an Error
+// reply) when a field is malformed: a string over 4096 bytes, bad metrics, a bad Welcome.
+StatusOr<Message> DecodeMessage(const Verified& frame);
+
+}  // namespace shoal::protocol
