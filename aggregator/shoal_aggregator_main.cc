@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
   po::variables_map vm;
   if (auto exit_code = shoal::cli::ParseOptions(argc, argv, all, vm, kProgram)) return *exit_code;
   if (auto st = shoal::cli::InitLogging(log_level, "aggregator"); !st.ok()) return shoal::cli::Fail(kProgram, st.message(), 2);
+  if (shoal::aggregator::PrintCodecHelpIfAsked(o)) return 0;
   if (auto st = shoal::aggregator::ApplyServiceFlags(flags, o); !st.ok()) return shoal::cli::Fail(kProgram, st.message(), 2);
 
   const auto& stop = shoal::cli::InstallStopSignals();

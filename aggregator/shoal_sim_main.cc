@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
   po::variables_map vm;
   if (auto exit_code = shoal::cli::ParseOptions(argc, argv, all, vm, kProgram)) return *exit_code;
   if (auto st = shoal::cli::InitLogging(log_level, "sim"); !st.ok()) return shoal::cli::Fail(kProgram, st.message(), 2);
+  if (shoal::aggregator::PrintCodecHelpIfAsked(o.server)) return 0;
   if (auto st = shoal::aggregator::ApplyServiceFlags(flags, o.server); !st.ok()) return shoal::cli::Fail(kProgram, st.message(), 2);
   // Rounds start once every virtual client has registered, unless told otherwise.
   if (vm["min-clients"].defaulted()) o.server.min_clients = o.clients;

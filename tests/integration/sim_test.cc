@@ -94,3 +94,21 @@ TEST(Sim, RefusesWhatItCannotSimulate) {
 
 }  // namespace
 }  // namespace shoal::testing
+
+namespace shoal::testing {
+namespace {
+
+// --codec help lists the stage registry's declarations (both CLIs share the flag).
+TEST(Cli, CodecHelpListsEveryStageWithItsRanges) {
+  const std::string dir = TempDir("codec-help");
+  for (const char* program : {"shoal-aggregator", "shoal-sim"}) {
+    Process p(BinDir() + "/" + program, {"--codec", "help"}, dir + "/" + program);
+    ASSERT_EQ(p.Wait(std::chrono::milliseconds(10000)), 0) << p.Stderr();
+    const std::string out = p.Stdout();
+    for (const char* line : {"int8      quantize", "chunk=256         integer in [1, 16777216]", "zstd      pack", "demo      preset"})
+      EXPECT_NE(out.find(line), std::string::npos) << program << " lacks '" << line << "':\n" << out;
+  }
+}
+
+}  // namespace
+}  // namespace shoal::testing

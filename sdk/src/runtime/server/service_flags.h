@@ -5,8 +5,10 @@
 
 #include <boost/program_options.hpp>
 #include <cmath>
+#include <cstdio>
 #include <string>
 
+#include "codec/registry.h"
 #include "core/cli.h"
 #include "runtime/server/service.h"
 
@@ -38,7 +40,7 @@ inline boost::program_options::options_description RoundOptions(AggregatorOption
       ("checkpoint-dir", po::value(&o.checkpoint_dir), "checkpoint every completed round into DIR")
       ("resume", po::bool_switch(&o.resume), "continue from --checkpoint-dir's last completed round")
       ("device", po::value(&o.device)->default_value(o.device), "evaluation backend: auto, cpu, cuda[:N]")
-      ("codec", po::value(&o.codec)->default_value(o.codec), "upload codec, e.g. int8, ef|topk:ratio=0.01|int8, demo:chunk=64,topk=8,bits=1 (none = dense fp32)")
+      ("codec", po::value(&o.codec)->default_value(o.codec), "upload codec, e.g. int8, ef|topk:ratio=0.01|int8, demo:chunk=64,topk=8,bits=1 (none = dense fp32; help = list every stage)")
       ("codec-down", po::value(&o.codec_down), "download codec for the global delta (default: same as --codec)");
   return d;
 }
@@ -68,6 +70,14 @@ inline boost::program_options::options_description TaskOptions(AggregatorOptions
       ("nesterov", po::bool_switch(&o.optimizer.nesterov), "sgd Nesterov momentum")
       ("weight-decay", po::value(&o.optimizer.weight_decay)->default_value(o.optimizer.weight_decay), "weight decay");
   return d;
+}
+
+// `--codec help` (or --codec-down help): prints every codec stage with its parameters, from
+// the stage registry, and says the program should exit.
+inline bool PrintCodecHelpIfAsked(const AggregatorOptions& o) {
+  if (o.codec != "help" && o.codec_down != "help") return false;
+  std::fputs(codec::StagesHelp().c_str(), stdout);
+  return true;
 }
 
 // Moves the parsed flags into `o`; InvalidArgument names the flag.
