@@ -40,11 +40,9 @@ class LogisticRegression final : public shoal::Trainer {
                                             ". Start the aggregator with --model linear");
     // Use the same held-out split and partition as every other client, so no client ever
     // trains on the aggregator's test examples.
-    auto split = shoal::data::TrainTestSplit(full_, task.test_fraction, task.seed);
-    if (!split.ok()) return split.status();
-    auto parts = shoal::data::Partition(split->train.y, split->train.num_classes, parts_, "iid", task.seed);
-    if (!parts.ok()) return parts.status();
-    train_ = shoal::data::Subset(split->train, (*parts)[part_]);
+    auto part = shoal::data::TrainingPart(full_, task.test_fraction, task.seed, {part_, parts_}, "iid");
+    if (!part.ok()) return part.status();
+    train_ = std::move(*part);
     batch_ = task.batch_size;
     seed_ = task.seed;
     return shoal::Status::Ok();

@@ -81,4 +81,15 @@ StatusOr<std::vector<std::vector<int64_t>>> Partition(const std::vector<int32_t>
                                                       uint32_t count, const std::string& scheme, uint64_t seed,
                                                       int64_t min_per_part = 10);
 
+// Every client's training data in one call: the held-out split (TrainTestSplit with
+// test_fraction and seed) taken out, then the rest partitioned into `count` parts by `scheme`
+// (Partition, with the same seed). parts[i] is exactly what the client with partition i of
+// count trains on, in every process. Errors as TrainTestSplit and Partition.
+StatusOr<std::vector<Dataset>> TrainingParts(const Dataset& d, double test_fraction, uint64_t seed, uint32_t count,
+                                             const std::string& scheme, int64_t min_per_part = 10);
+// One of them: TrainingParts(...)[part.index] with count = part.count (InvalidArgument when
+// the index is not below the count).
+StatusOr<Dataset> TrainingPart(const Dataset& d, double test_fraction, uint64_t seed, PartitionRef part,
+                               const std::string& scheme, int64_t min_per_part = 10);
+
 }  // namespace shoal::data

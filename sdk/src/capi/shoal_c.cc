@@ -549,12 +549,10 @@ shoal_status shoal_dataset_load(const char* name, const char* data_dir, uint64_t
     const std::string dir = data_dir ? std::string(data_dir) : shoal::data::DefaultDataDir();
     auto full = shoal::data::LoadDataset(name, dir);
     if (!full.ok()) return Fail(full.status());
-    auto split = shoal::data::TrainTestSplit(*full, test_fraction, seed);
-    if (!split.ok()) return Fail(split.status());
-    auto parts = shoal::data::Partition(split->train.y, split->train.num_classes, count, Str(scheme, "iid"), seed);
-    if (!parts.ok()) return Fail(parts.status());
+    auto part = shoal::data::TrainingPart(*full, test_fraction, seed, {index, count}, Str(scheme, "iid"));
+    if (!part.ok()) return Fail(part.status());
     auto d = std::make_unique<shoal_dataset>();
-    d->data = shoal::data::Subset(split->train, (*parts)[index]);
+    d->data = std::move(*part);
     *dataset = d.release();
     return SHOAL_OK;
   });

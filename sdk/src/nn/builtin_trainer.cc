@@ -90,14 +90,9 @@ Status BuiltinTrainer::Configure(const TaskConfig& task) {
   if (part_) {
     local = *part_;
   } else {
-    SHOAL_ASSIGN_OR_RETURN(data::Split split, data::TrainTestSplit(dataset_, task.test_fraction, task.seed));
-    SHOAL_ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> parts,
-                           data::Partition(split.train.y, split.train.num_classes, options_.partition_count,
-                                           options_.partition_scheme, task.seed));
-    if (options_.partition_index >= parts.size())
-      return Status::InvalidArgument("partition " + std::to_string(options_.partition_index) + "/" +
-                                     std::to_string(options_.partition_count) + " does not exist");
-    local = data::Subset(split.train, parts[options_.partition_index]);
+    SHOAL_ASSIGN_OR_RETURN(local, data::TrainingPart(dataset_, task.test_fraction, task.seed,
+                                                     {options_.partition_index, options_.partition_count},
+                                                     options_.partition_scheme));
   }
 
   // 3. The model must be exactly the one the aggregator holds.
@@ -153,7 +148,8 @@ uint64_t BuiltinTrainer::num_examples() const {
   if (configured_) return static_cast<uint64_t>(local_.n);
   if (part_) return static_cast<uint64_t>(part_->n);
   // Before Welcome the split is unknown: estimate with the default held-out share.
-  const double train_share = 1.0 - TaskConfig{}.test_fraction;
+  static const TaskConfig kDefaults;
+  const double train_share = 1.0 - kDefaults.test_fraction;
   return static_cast<uint64_t>(std::llround(static_cast<double>(dataset_.n) * train_share /
                                             std::max<uint32_t>(1, options_.partition_count)));
 }

@@ -140,15 +140,17 @@ Status Simulator::Impl::Init() {
   // The data, once: the held-out split as the service makes it, then the parts.
   const std::string data_dir = o_.server.data_dir.empty() ? data::DefaultDataDir() : o_.server.data_dir;
   SHOAL_ASSIGN_OR_RETURN(data::Dataset full, data::LoadDataset(o_.server.dataset, data_dir));
+  // As many parts as the training split holds with min_part examples each, at most one per client.
   SHOAL_ASSIGN_OR_RETURN(data::Split split, data::TrainTestSplit(full, o_.server.test_fraction, o_.server.seed));
-  const uint32_t max_parts = static_cast<uint32_t>(std::max<int64_t>(1, split.train.n / o_.min_part));
+  const int64_t train_n = split.train.n;
+  const uint32_t max_parts = static_cast<uint32_t>(std::max<int64_t>(1, train_n / o_.min_part));
   const uint32_t num_parts = std::min(o_.clients, max_parts);
-  SHOAL_ASSIGN_OR_RETURN(auto parts, data::Partition(split.train.y, split.train.num_classes, num_parts,
-                                                     o_.partition_scheme, o_.server.seed, o_.min_part));
-  for (const auto& idx : parts) parts_.push_back(std::make_shared<const data::Dataset>(data::Subset(split.train, idx)));
+  SHOAL_ASSIGN_OR_RETURN(auto parts, data::TrainingParts(full, o_.server.test_fraction, o_.server.seed, num_parts,
+                                                         o_.partition_scheme, o_.min_part));
+  for (auto& part : parts) parts_.push_back(std::make_shared<const data::Dataset>(std::move(part)));
   if (num_parts < o_.clients)
-    spdlog::warn("{} clients share {} parts of the {} training examples of {} (at least {} each): client i trains on "
-                 "part i mod {}", o_.clients, num_parts, split.train.n, o_.server.dataset, o_.min_part, num_parts);
+    spdlog::warn("{} clients share {} parts of about {} training examples of {} (at least {} each): client i trains "
+                 "on part i mod {}", o_.clients, num_parts, train_n, o_.server.dataset, o_.min_part, num_parts);
   trainer_options_.device = "cpu";
   trainer_options_.seed = o_.server.seed;
 
