@@ -9,21 +9,16 @@ void Service::Impl::SendDirect(const std::string& peer, Frame frame) {
 
 void Service::Impl::Enqueue(uint32_t id, transport::SharedFrame frame) { outbox_[id].push_back(std::move(frame)); }
 
-bool Service::Impl::OutboxPending() const {
-  for (const auto& [id, q] : outbox_)
-    if (!q.empty()) return true;
-  return false;
-}
+// Only outboxes with frames waiting are in the map (Flush erases the empty ones), so a pass
+// costs the clients with traffic, not every registered client.
+bool Service::Impl::OutboxPending() const { return !outbox_.empty(); }
 
 void Service::Impl::Flush() {
   std::vector<uint32_t> gone;
-  for (auto& [id, q] : outbox_) {
+  for (auto it = outbox_.begin(); it != outbox_.end();) {
+    auto& [id, q] = *it;
     auto cit = clients_.find(id);
-    if (cit == clients_.end()) {
-      q.clear();
-      continue;
-    }
-    while (!q.empty()) {
+    while (cit != clients_.end() && !q.empty()) {
       auto sent = server_->Send(cit->second.peer, q.front());
       if (!sent.ok()) {
         gone.push_back(id);
@@ -32,9 +27,11 @@ void Service::Impl::Flush() {
       if (!*sent) break;  // the peer's queue is full: continue on a later pass
       q.pop_front();
     }
+    it = (q.empty() || cit == clients_.end()) ? outbox_.erase(it) : std::next(it);
   }
   for (uint32_t id : gone) {
-    spdlog::warn("client {} is no longer connected; dropped", id);
+    // After the Bye, clients that heard it close their connections: expected, not a warning.
+    spdlog::log(closing_ ? spdlog::level::debug : spdlog::level::warn, "client {} is no longer connected; dropped", id);
     DropClient(id, "disconnected");
   }
 }
@@ -77,6 +74,9 @@ void Service::Impl::Handle(transport::Listener::Inbound& in) {
     return Reject(in.peer, ErrorCode::BadSender, "this connection's key is not the one its client registered with");
 
   if (auto* hello = std::get_if<protocol::Hello>(&m.body)) return HandleHello(in, h, *hello);
+  // A Bye from a connection already dropped (it left, or vanished while its Bye was in
+  // flight) needs no answer.
+  if (std::holds_alternative<protocol::Bye>(m.body) && !by_peer_.count(in.peer)) return;
 
   // Everything else belongs to a registered client of this session.
   if (h.session != session_)

@@ -181,6 +181,7 @@ void Service::Impl::ReloadAllowList() {
 }
 
 void Service::Impl::SendByeToAll(const std::string& reason) {
+  closing_ = true;
   auto bye = std::make_shared<const Frame>(protocol::EncodeBye(Header(last_completed_), reason));
   for (const auto& [id, c] : clients_) Enqueue(id, bye);
   // Keep serving until every client has answered with its own Bye (or 3 s pass): a socket
@@ -191,7 +192,11 @@ void Service::Impl::SendByeToAll(const std::string& reason) {
     Flush();
     auto in = server_->Recv(std::chrono::milliseconds(OutboxPending() ? 2 : 50));
     if (!in.ok()) break;
-    if (*in) Handle(**in);
+    // Everything queued now, before the next Flush.
+    while (in.ok() && *in) {
+      Handle(**in);
+      in = server_->Recv(std::chrono::milliseconds(0));
+    }
   }
   if (!clients_.empty()) spdlog::warn("{} clients did not confirm the Bye", clients_.size());
 }

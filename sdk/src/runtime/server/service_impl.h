@@ -190,6 +190,7 @@ class Service::Impl {
   RoundState round_;
   bool waiting_logged_ = false;
   bool table_header_printed_ = false;
+  bool closing_ = false;  // Bye sent to everyone: connections closing is expected
 
   std::ofstream metrics_;
   uint64_t frames_rejected_ = 0;
