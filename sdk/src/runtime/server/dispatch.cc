@@ -40,7 +40,7 @@ void Service::Impl::Reject(const std::string& peer, ErrorCode code, const std::s
   ++frames_rejected_;
   ++rejected_by_code_[protocol::ErrorName(code)];
   // Log the first few in full, then only every 1000th, so a flood cannot fill the disk.
-  if (frames_rejected_ <= 10 || frames_rejected_ % 1000 == 0)
+  if (ShouldLogOccurrence(frames_rejected_))
     spdlog::warn("rejected frame #{} ({}): {}", frames_rejected_, protocol::ErrorName(code), reason);
   if (auto it = by_peer_.find(peer); it != by_peer_.end())
     Enqueue(it->second, protocol::EncodeError(Header(round), code, reason));

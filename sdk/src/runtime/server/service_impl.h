@@ -27,6 +27,7 @@
 #include "codec/codec.h"
 #include "codec/round_context.h"
 #include "core/checkpoint.h"
+#include "core/rate_limited_log.h"
 #include "core/rng.h"
 #include "crypto/crypto.h"
 #include "shoal/data.h"

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <vector>
 
+#include "core/rate_limited_log.h"
+
 namespace shoal::transport {
 namespace {
 
@@ -101,7 +103,7 @@ void ZapHandler::Serve(zmq::socket_t& socket) {
   } else {
     const uint64_t n = ++refused_;
     // The first few in full, then every 1000th: a scanner cannot fill the disk.
-    if (n <= 10 || n % 1000 == 0)
+    if (ShouldLogOccurrence(n))
       spdlog::warn("refused handshake #{} from {}: {}{}", n, peer, text, key_z85.empty() ? "" : " (key " + key_z85 + ")");
   }
   socket.send(zmq::buffer(std::string_view(kZapVersion)), zmq::send_flags::sndmore);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "core/rate_limited_log.h"
 #include "transport/zmq/zmq_channel.h"
 
 #include "transport/zmq/zap.h"
@@ -102,7 +103,7 @@ void ZmqListener::DrainMonitor() {
     if (!e.IsHandshakeFailure() || e.event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) continue;
     // The first few in full, then every 1000th: a scanner cannot fill the disk.
     const uint64_t n = monitor_->stats().failed();
-    if (n <= 10 || n % 1000 == 0) spdlog::warn("handshake #{} failed on {}: {}", n, e.address, e.Describe());
+    if (ShouldLogOccurrence(n)) spdlog::warn("handshake #{} failed on {}: {}", n, e.address, e.Describe());
   }
 }
 
