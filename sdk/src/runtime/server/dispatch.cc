@@ -54,7 +54,7 @@ void Service::Impl::Handle(transport::Listener::Inbound& in) {
   if (!v.ok()) return Reject(in.peer, v.error, v.reason);
   auto decoded = protocol::DecodeMessage(v);
   if (!decoded.ok()) {
-    const std::string& why = decoded.status().message();
+    const std::string why = decoded.status().message();
     Reject(in.peer, ErrorCode::MalformedFrame, why, round_.number);
     // A selected client's malformed update fails it for the round now, not at the deadline.
     if (auto it = by_peer_.find(in.peer); it != by_peer_.end() && protocol::KindOf(v) == protocol::MessageKind::Update)
