@@ -2,9 +2,18 @@
 // train one model together with no aggregator, over CurveZMQ links, with the trainer, codecs
 // and keys of federated mode.
 //
+// Every mode trains through a Trainer (shoal/trainer.h): the built-in one on `data`, or the
+// application's own (RunPeer's second form), whose Train runs the mode's local work:
+//   allgather  Train(replica, {local_steps = 1, learning_rate = 1}) with the task's optimizer
+//              replaced by plain SGD (lr 1, no momentum, no weight decay): delta = -gradient;
+//              with "demo", the task's DeMo optimizer: delta = -(extracted components);
+//   diloco     Train(replica, {local_steps = diloco_inner_steps}) with the task's optimizer;
+//   gossip     Train(replica, {local_steps = 1}) with the task's optimizer.
+// Each round asks to keep the optimizer state across rounds (RoundConfig::keep_optimizer_state).
+//
 // Modes:
-//   allgather  every step each member sends its encoded local gradient (or, with the "demo"
-//              optimizer, its DeMo components) to every member; a step leader commits which
+//   allgather  every step each member sends its encoded local update (minus its minibatch
+//              gradient, or, with the "demo" optimizer, minus its DeMo components) to every member; a step leader commits which
 //              updates the step applies, and every replica applies them in canonical order,
 //              so the replicas stay bit-identical (checked by hash every step).
 //   diloco     DiLoCo: `diloco_inner_steps` local AdamW steps, then the same commit of the
@@ -15,6 +24,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -50,7 +60,10 @@ struct PeerOptions {
   uint32_t gossip_k = 2;                  // members each peer sends its model to per step
   uint32_t eval_every = 10;               // held-out evaluation every this many steps (0 = never)
 
-  BuiltinTrainerOptions data;             // dataset, partition, device, precision of this peer
+  BuiltinTrainerOptions data;             // dataset, partition, device, precision of this peer (built-in trainer)
+  // The founding peer's starting model, in task.layout order. Default: empty, the registry
+  // model's initialisation (built-in trainer) or zeros (an application's trainer).
+  std::vector<float> initial_params;
   std::string metrics_out;                // JSON lines, one per step; empty = none
   uint32_t join_timeout_ms = 30000;       // give up joining after this long
 };
@@ -58,5 +71,12 @@ struct PeerOptions {
 // Runs the peer until `stop` is set (returns OK after leaving gracefully), `steps` steps are
 // done (OK), or joining fails (Unavailable / PermissionDenied with one clear message).
 Status RunPeer(const PeerOptions& options, const std::atomic<bool>& stop);
+
+// The same with the application's trainer (nullptr: the built-in trainer on options.data).
+// The swarm's task must then carry the model's layout (options.task.layout on the founding
+// peer), and `data` is unused; held-out evaluation becomes trainer->Evaluate (eval_loss,
+// eval_accuracy in the metrics) when the trainer evaluates. A trainer error ends the run
+// with that error.
+Status RunPeer(const PeerOptions& options, std::unique_ptr<Trainer> trainer, const std::atomic<bool>& stop);
 
 }  // namespace shoal

@@ -62,6 +62,10 @@ struct RoundConfig {
   uint32_t local_epochs = 1;
   uint32_t local_steps = 0;
   float prox_mu = 0.0f;
+  // Keep the local optimizer's state (momentum, Adam moments) from the previous round instead
+  // of starting it fresh. Serverless peers set it (DiLoCo's inner AdamW, gossip's momentum
+  // live across steps). Default: false, the federated norm.
+  bool keep_optimizer_state = false;
 };
 
 struct TrainResult {

@@ -178,13 +178,14 @@ Status BuiltinTrainer::Train(std::span<const float> global, const RoundConfig& r
       num_local == 0 ? 0
                      : (round.local_steps > 0 ? round.local_steps : int64_t{round.local_epochs} * batches_per_epoch);
 
-  // Start from the global model; the optimizer starts fresh every round (the FL norm), except
-  // DeMo's momentum: its residual carries over to the next round by design.
+  // Start from the global model; the optimizer starts fresh every round (the FL norm) unless
+  // the round keeps its state, except DeMo's momentum: its residual carries over to the next
+  // round by design.
   w_.Upload(global.data(), n);
   w_global_.Upload(global.data(), n);
   if (demo_ != nullptr) {
     demo_->BeginRound();
-  } else {
+  } else if (!round.keep_optimizer_state) {
     optimizer_->Reset();
   }
   optimizer_->set_learning_rate(lr);

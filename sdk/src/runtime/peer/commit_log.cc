@@ -1,0 +1,198 @@
+// The commit log: the step leader commits which updates a step applies, every replica applies
+// the same ones through the exchange's accumulator (exact, order-independent) and checks the
+// leader's model hash; and the locally mixed step of the exchanges without a leader (gossip).
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "codec/codec.h"
+#include "codec/round_context.h"
+#include "runtime/peer/peer_impl.h"
+
+namespace shoal::peer {
+
+
+// The leader commits the step once every live member's update is in, or at the deadline.
+void Peer::MaybeCommit() {
+  const uint64_t step = committed_ + 1;
+  if (sent_step_ != step || Leader() != self_.name) return;
+  auto& got = updates_[step];
+  bool all = true;
+  for (const auto& name : LiveNames())
+    if (!got.count(name) || !got.at(name).complete) all = false;
+  if (!all && MillisSince(step_started_) < static_cast<int64_t>(swarm_info_.step_timeout_ms)) return;
+  std::vector<std::string> authors;
+  for (const auto& [name, u] : got)
+    if (u.complete && u.base_hash == hash_) authors.push_back(name);  // updates from another replica do not count
+  Status st = Apply(step, authors);
+  if (!st.ok()) {
+    spdlog::error("peer {}: step {}: {}", self_.name, step, st.message());
+    return;
+  }
+  BroadcastCommit(step, authors);
+}
+
+// Sends the commit of `step` (its authors and their payload hashes) to every member, if this
+// peer still holds every one of those updates.
+void Peer::BroadcastCommit(uint64_t step, const std::vector<std::string>& authors) {
+  std::vector<std::string> hashes;
+  auto s = updates_.find(step);
+  if (s == updates_.end()) return;
+  for (const auto& a : authors) {
+    auto u = s->second.find(a);
+    if (u == s->second.end()) return;
+    hashes.push_back(u->second.payload_hash);
+  }
+  Broadcast([&](Member& m) {
+    protocol::Header h = Header(m);
+    h.round = step;
+    return protocol::EncodeCommit(h, authors, hashes, hash_);
+  });
+}
+
+void Peer::HandleCommit(const std::string& from, const wire::Envelope* env) {
+  const wire::Commit* c = env->message_as_Commit();
+  auto entries = protocol::DecodeCommit(c);
+  if (!entries.ok()) return Reject(from, ErrorCode::MalformedFrame, entries.status().message());
+  const uint64_t step = env->round();
+  const std::string model_hash = c->model_hash()->str();
+  if (step <= committed_) {
+    // A repeat (a new leader re-announcing its last commit): harmless if we agree.
+    auto h = hash_log_.find(step);
+    if (h != hash_log_.end() && h->second != model_hash) {
+      ++divergences_;
+      Resync(from, "step " + std::to_string(step) + " was committed with another result");
+    }
+    return;
+  }
+  commits_[step] = PendingCommit{from, std::move(*entries), model_hash, Clock::now()};
+}
+
+void Peer::TryApplyCommits() {
+  for (auto it = commits_.find(committed_ + 1); it != commits_.end(); it = commits_.find(committed_ + 1)) {
+    const uint64_t step = it->first;
+    PendingCommit& c = it->second;
+    std::vector<std::string> authors;
+    bool missing = false;
+    for (const auto& [author, payload_hash] : c.entries) {
+      authors.push_back(author);
+      auto& by_author = updates_[step];
+      auto u = by_author.find(author);
+      if (u != by_author.end() && u->second.complete && u->second.payload_hash == payload_hash) continue;
+      missing = true;
+      if (u != by_author.end() && u->second.complete) by_author.erase(u);  // a different update: not the committed one
+      if (!fetching_.count({step, author}) && members_.count(c.from)) {
+        fetching_.insert({step, author});
+        protocol::Header h = Header(members_.at(c.from));
+        h.round = step;
+        SendTo(c.from, protocol::EncodeUpdateFetch(h, author));
+      }
+    }
+    if (missing) {
+      if (MillisSince(c.since) > static_cast<int64_t>(swarm_info_.step_timeout_ms)) Resync(c.from, "committed updates are unavailable");
+      return;
+    }
+    const std::string from = c.from, want = c.model_hash;
+    commits_.erase(it);
+    Status st = Apply(step, authors);
+    if (!st.ok() || hash_ != want) {
+      ++divergences_;
+      Resync(from, st.ok() ? "model hash " + hash_.substr(0, 16) + " after step " + std::to_string(step) + " differs from " +
+                                 from + "'s " + want.substr(0, 16)
+                           : st.message());
+      return;
+    }
+  }
+  // Commits for later steps but not the next one: this replica fell behind.
+  if (!commits_.empty() && commits_.begin()->first > committed_ + 1 &&
+      MillisSince(commits_.begin()->second.since) > static_cast<int64_t>(swarm_info_.step_timeout_ms))
+    Resync(commits_.begin()->second.from, "missed the commit of step " + std::to_string(committed_ + 1));
+}
+
+// Applies `authors`' updates of `step` to the replica: the exchange's accumulator (the
+// aggregator's: an exact, order-independent sum) over the decoded updates, each weighted by
+// its examples, then the exchange's shared step (a shared optimizer, or DeMo's sign step).
+Status Peer::Apply(uint64_t step, const std::vector<std::string>& authors) {
+  const auto started = Clock::now();
+  auto& got = updates_[step];
+  SHOAL_ASSIGN_OR_RETURN(auto acc, exchange_->Start(step, w_));
+  std::vector<float> decoded(n_);
+  double loss = 0.0, weight = 0.0;
+  const auto ctx = codec::MakeRoundContext(swarm_info_.task.seed, step, 0);
+  for (const auto& a : authors) {
+    const Update& u = got.at(a);
+    SHOAL_RETURN_IF_ERROR(codec_->Decode(u.payload, ctx, decoded).WithContext("decoding " + a + "'s update"));
+    const uint64_t w = exchange_->Weight(u.num_examples);
+    SHOAL_RETURN_IF_ERROR(acc->Add({.client = a, .num_examples = w, .delta = decoded}).WithContext(a + "'s update"));
+    loss += static_cast<double>(w) * u.loss;
+    weight += static_cast<double>(w);
+  }
+  SHOAL_ASSIGN_OR_RETURN(auto result, acc->Finish({}));
+  SHOAL_RETURN_IF_ERROR(exchange_->Apply(result, w_));
+  bool finite = true;
+  for (float x : w_) finite = finite && std::isfinite(x);
+  if (!finite) return Status::Internal("step " + std::to_string(step) + " made the model non-finite");
+  hash_ = crypto::ModelHash(w_);
+  committed_ = step;
+  hash_log_[step] = hash_;
+  while (hash_log_.size() > kLogSteps) hash_log_.erase(hash_log_.begin());
+  commit_log_.emplace_back(step, authors);
+  while (commit_log_.size() > kLogSteps) commit_log_.pop_front();
+  while (!updates_.empty() && updates_.begin()->first + kLogSteps < step) updates_.erase(updates_.begin());
+  last_commit_time_ = Clock::now();
+  apply_seconds_ += std::chrono::duration<double>(last_commit_time_ - started).count();
+  FinishStep(step, authors.size(), weight > 0 ? loss / weight : 0.0, -1.0);
+  return Status::Ok();
+}
+
+// A step without a leader: this peer's update goes to the exchange's recipients; once the
+// updates of every member that drew this peer are in (or at the deadline), the replica becomes
+// the exchange's mix of its own model and the models received. spread: the mean RMS distance
+// from this peer's model to the ones received.
+void Peer::MixStep() {
+  const uint64_t step = committed_ + 1;
+  if (sent_step_ != step) LocalUpdate(step);
+  if (sent_step_ != step) return;
+  const auto live = LiveNames();
+  std::vector<std::string> expected;
+  for (const auto& n : live)
+    if (n != self_.name) {
+      const auto t = exchange_->Recipients(n, step, live);
+      if (std::find(t.begin(), t.end(), self_.name) != t.end()) expected.push_back(n);
+    }
+  auto& got = updates_[step];
+  size_t have = 0;
+  for (const auto& n : expected) have += got.count(n) && got.at(n).complete;
+  if (have < expected.size() && MillisSince(step_started_) < static_cast<int64_t>(swarm_info_.step_timeout_ms)) return;
+  auto acc = exchange_->Start(step, w_);
+  if (!acc.ok()) {  // cannot happen: every step checks finiteness
+    spdlog::error("peer {}: step {}: own replica is not mixable: {}", self_.name, step, acc.status().message());
+    return;
+  }
+  std::vector<float> decoded(n_);
+  double spread = 0.0;
+  const auto ctx = codec::MakeRoundContext(swarm_info_.task.seed, step, 0);
+  for (auto& [name, u] : got) {
+    if (name == self_.name || !u.complete) continue;
+    if (!codec_->Decode(u.payload, ctx, decoded).ok()) continue;
+    if (!(*acc)->Add({.client = name, .num_examples = exchange_->Weight(u.num_examples), .delta = decoded}).ok()) continue;
+    double d2 = 0.0;
+    for (size_t i = 0; i < n_; ++i)
+      d2 += (static_cast<double>(decoded[i]) - w_[i]) * (static_cast<double>(decoded[i]) - w_[i]);
+    spread += std::sqrt(d2 / static_cast<double>(n_));
+  }
+  const size_t count = (*acc)->count();
+  const double loss = got.count(self_.name) ? got.at(self_.name).loss : 0.0;
+  auto result = (*acc)->Finish({});
+  if (Status st = result.ok() ? exchange_->Apply(*result, w_) : result.status(); !st.ok()) {
+    spdlog::error("peer {}: step {}: {}", self_.name, step, st.message());
+    return;
+  }
+  hash_ = crypto::ModelHash(w_);
+  committed_ = step;
+  while (!updates_.empty() && updates_.begin()->first <= step) updates_.erase(updates_.begin());
+  FinishStep(step, count, loss, count > 1 ? spread / static_cast<double>(count - 1) : 0.0);
+}
+
+}  // namespace shoal::peer

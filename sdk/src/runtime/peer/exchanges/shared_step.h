@@ -1,0 +1,44 @@
+// The commit of the modes a step leader commits (allgather, diloco): the accumulator the
+// aggregator's own strategy makes, and how its result moves every replica.
+//   mean + optimizer  the "fedavg" strategy's WeightedMean of the deltas, then a shared
+//                     optimizer on the host steps against its gradient, minus that mean
+//                     (negation is exact): allgather's sgd/adamw on the mean gradient,
+//                     diloco's outer Nesterov on the mean pseudo-gradient. Its state travels
+//                     with the replica in a state transfer.
+//   sign of the sum   the "demo" strategy's SignOfMean, lr * sign(sum n_k delta_k), added:
+//                     DeMo peers send -Q, so w = w - lr * sign(sum n_k Q_k).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "aggregate/strategy.h"
+#include "backend/backend.h"
+#include "nn/optimizer.h"
+#include "runtime/peer/exchange.h"
+
+namespace shoal::peer {
+
+class SharedStepExchange : public Exchange {
+ public:
+  Finish finish() const override { return Finish::kLeaderCommits; }
+  StatusOr<std::unique_ptr<aggregator::Accumulator>> Start(uint64_t step, std::span<const float> replica) override;
+  Status Apply(const std::optional<std::vector<float>>& result, std::vector<float>& replica) override;
+  std::vector<float> SaveState() const override;
+  Status LoadState(std::span<const float> state) override;
+
+ protected:
+  // Sets up the mean + `optimizer` commit for a model of n parameters.
+  Status InitMeanThenOptimizer(const OptimizerConfig& optimizer, size_t n);
+  // Sets up the sign-of-the-sum commit with step lr.
+  Status InitSignOfSum(float lr);
+
+ private:
+  std::unique_ptr<aggregator::Strategy> strategy_;
+  std::unique_ptr<Backend> host_;             // the replicated step, always on the CPU (same bits everywhere)
+  std::unique_ptr<nn::Optimizer> optimizer_;  // null: the accumulator's result is added
+};
+
+}  // namespace shoal::peer

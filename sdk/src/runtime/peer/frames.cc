@@ -1,0 +1,166 @@
+// Frames: every inbound frame verified and dispatched by kind; sending to members; updates
+// as they arrive, chunk by chunk, checked against their author's signature.
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "runtime/peer/peer_impl.h"
+
+namespace shoal::peer {
+
+void Peer::Reject(const std::string& to, ErrorCode code, const std::string& reason) {
+  ++frames_rejected_;
+  ++rejected_by_code_[wire::EnumNameErrorCode(code)];
+  if (frames_rejected_ <= 10 || frames_rejected_ % 1000 == 0)
+    spdlog::warn("peer {}: rejected frame #{} ({}): {}", self_.name, frames_rejected_, wire::EnumNameErrorCode(code), reason);
+  if (!to.empty() && members_.count(to)) {
+    Member& m = members_.at(to);
+    SendTo(to, protocol::EncodeError(Header(m), code, reason));
+  }
+}
+
+void Peer::SendTo(const std::string& name, const protocol::Frame& frame) {
+  auto it = members_.find(name);
+  // Nothing goes to a member before our Join (the frame's sequence number would overtake it).
+  if (it == members_.end() || !it->second.out || !it->second.joined_us) return;
+  // A short wait only: a dead member must not stall the loop (it is dropped at its timeout).
+  Status st = it->second.out->Send(frame, milliseconds(5));
+  if (st.ok()) {
+    bytes_sent_ += frame.size();
+  } else {
+    spdlog::debug("peer {}: send to {} failed: {}", self_.name, name, st.message());
+  }
+}
+
+void Peer::Broadcast(const std::function<protocol::Frame(Member&)>& make) {
+  for (auto& [name, m] : members_)
+    if (m.joined_us) SendTo(name, make(m));
+}
+
+void Peer::SendUpdate(const std::string& to, uint64_t step, const std::string& author, const Update& u) {
+  auto it = members_.find(to);
+  if (it == members_.end()) return;
+  for (const auto& chunk : protocol::SplitPayload(u.payload, swarm_info_.chunk_bytes)) {
+    protocol::Header h = Header(it->second);
+    h.round = step;
+    SendTo(to, protocol::EncodePeerUpdate(h, author, u.base_hash, u.num_examples, u.loss, chunk, u.signature));
+  }
+}
+
+void Peer::Handle(transport::Listener::Inbound& in) {
+  const std::span<const uint8_t> bytes = in.frame.bytes();
+  const protocol::Verified v = protocol::VerifyFrame(bytes, max_frame_bytes_);
+  if (!v.ok()) return Reject("", v.error, v.reason);
+  const wire::Envelope* env = v.envelope;
+  if (env->message_type() == wire::Message::Join) return HandleJoin(in, env);
+  auto rit = route_to_name_.find(in.peer);
+  if (rit != route_to_name_.end() && !members_.count(rit->second) && departed_.count(rit->second) &&
+      (!secure_ || in.user_id == departed_.at(rit->second).info.curve_key))
+    Readmit(rit->second);
+  if (rit == route_to_name_.end() || !members_.count(rit->second))
+    return Reject("", ErrorCode::NotMember, std::string(protocol::MessageName(env->message_type())) + " before Join");
+  const std::string& from = rit->second;
+  Member& m = members_.at(from);
+  if (secure_ && in.user_id != m.info.curve_key)
+    return Reject(from, ErrorCode::BadSender, "this connection's key is not member " + from + "'s");
+  if (env->session() != swarm_) return Reject(from, ErrorCode::UnknownSession, "frame of another swarm");
+  uint64_t& last = route_sequence_[in.peer];
+  if (env->sequence() <= last)
+    return Reject(from, ErrorCode::Duplicate, "sequence " + std::to_string(env->sequence()) + " is not above " + std::to_string(last));
+  last = env->sequence();
+  m.last_heard = Clock::now();
+  switch (env->message_type()) {
+    case wire::Message::Heartbeat: return;
+    case wire::Message::PeerUpdate: return HandleUpdate(from, env);
+    case wire::Message::Commit: return HandleCommit(from, env);
+    case wire::Message::State: return HandleState(from, env);
+    case wire::Message::UpdateFetch: return HandleFetch(from, env);
+    case wire::Message::StateRequest: return SendState(from);
+    case wire::Message::Members:  // a late answer to a Join request this peer repeated while waiting
+      return;
+    case wire::Message::Bye:
+      spdlog::info("peer {}: member {} left", self_.name, from);
+      members_.erase(from);
+      return;
+    case wire::Message::Error: {
+      const auto* e = env->message_as_Error();
+      spdlog::warn("peer {}: {} reported {}: {}", self_.name, from, wire::EnumNameErrorCode(e->code()),
+                   e->reason() ? e->reason()->str() : "");
+      return;
+    }
+    default:
+      return Reject(from, ErrorCode::MalformedFrame, std::string("a peer may not send ") + protocol::MessageName(env->message_type()));
+  }
+}
+
+void Peer::HandleUpdate(const std::string& from, const wire::Envelope* env) {
+  const wire::PeerUpdate* u = env->message_as_PeerUpdate();
+  const uint64_t step = env->round();
+  const std::string author = u->author() ? u->author()->str() : "";
+  // An update comes from its author, or from a member we asked for it (UpdateFetch); a fetched
+  // copy that arrives after the original is simply late.
+  if (author != from && !fetching_.count({step, author})) {
+    auto s = updates_.find(step);
+    if (s != updates_.end() && s->second.count(author) && s->second.at(author).complete) return;
+    return Reject(from, ErrorCode::BadSender, "update of " + author + " sent by " + from);
+  }
+  // Led modes move in lockstep (one step ahead at most); the exchange says how far ahead to buffer.
+  const uint64_t ahead = exchange_->window();
+  if (step <= committed_ || step > committed_ + ahead) {
+    ++rejected_by_code_["StaleStep"];  // late or far-ahead: expected under churn, not an attack
+    return;
+  }
+  auto mit = members_.find(author);
+  if (mit == members_.end() || !mit->second.introduced)
+    return Reject(from, ErrorCode::NotMember, "update from " + author + ", who has not joined");
+  Update& slot = updates_[step][author];
+  if (slot.complete) {
+    // A copy of an update already held (the original and a fetched copy can cross): ignored.
+    ++rejected_by_code_["DuplicateUpdate"];
+    return;
+  }
+  if (!slot.assembler) {
+    if (u->num_examples() == 0 || u->num_examples() > (uint64_t{1} << 40) || !std::isfinite(u->loss()) ||
+        !u->signature() || u->signature()->size() != 64 || !u->base_hash() || u->base_hash()->size() != 64) {
+      updates_[step].erase(author);
+      return Reject(from, ErrorCode::MalformedFrame, "update fields out of range");
+    }
+    slot.assembler = std::make_unique<protocol::ChunkAssembler>(2 * n_ * sizeof(float) + (64u << 10));
+    slot.base_hash = u->base_hash()->str();
+    slot.num_examples = u->num_examples();
+    slot.loss = u->loss();
+    std::memcpy(slot.signature.data(), u->signature()->data(), 64);
+  }
+  Status st = slot.assembler->Add(u->payload());
+  if (!st.ok()) {
+    updates_[step].erase(author);
+    return Reject(from, ErrorCode::MalformedFrame, st.message());
+  }
+  if (!slot.assembler->complete()) return;
+  slot.payload = slot.assembler->Take();
+  slot.assembler.reset();
+  const auto digest = crypto::Hash256(slot.payload);
+  const auto signed_bytes = protocol::SignedUpdateBytes(swarm_, step, author, slot.base_hash, slot.num_examples, digest);
+  if (!crypto::Verify(slot.signature, signed_bytes, mit->second.info.sign_key)) {
+    updates_[step].erase(author);
+    return Reject(from, ErrorCode::BadSignature, "update of " + author + " for step " + std::to_string(step) +
+                                                     " does not verify against its signing key");
+  }
+  slot.payload_hash = crypto::ToHex(digest);
+  slot.complete = true;
+  fetching_.erase({step, author});
+}
+
+void Peer::HandleFetch(const std::string& from, const wire::Envelope* env) {
+  const uint64_t step = env->round();
+  const std::string author = env->message_as_UpdateFetch()->author() ? env->message_as_UpdateFetch()->author()->str() : "";
+  auto s = updates_.find(step);
+  if (s == updates_.end() || !s->second.count(author) || !s->second.at(author).complete) {
+    spdlog::debug("peer {}: {} asked for {}'s update of step {}, which is not held", self_.name, from, author, step);
+    return;
+  }
+  SendUpdate(from, step, author, s->second.at(author));
+}
+
+}  // namespace shoal::peer

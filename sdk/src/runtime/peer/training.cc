@@ -1,0 +1,176 @@
+// Local work through the Trainer: the trainer (the application's, or the built-in one on this
+// peer's part of options.data), the initial replica, this peer's update of a step (the
+// exchange's round, and what it sends of the trainer's delta), held-out evaluation and the
+// per-step metrics.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "codec/codec.h"
+#include "codec/round_context.h"
+#include "nn/builtin_trainer.h"
+#include "nn/evaluate.h"
+#include "nn/model_registry.h"
+#include "nn/optimizer.h"
+#include "protocol/limits.h"
+#include "runtime/peer/peer_impl.h"
+
+namespace shoal::peer {
+
+// The founding peer's task and settings become the swarm's; every member sets up the same
+// exchange, and its trainer for the task the exchange gives it.
+Status Peer::InitTask() {
+  TaskConfig& task = swarm_info_.task;
+  SHOAL_RETURN_IF_ERROR(nn::ValidateOptimizerConfig(task.optimizer));
+  std::vector<float> init;
+  SHOAL_RETURN_IF_ERROR(InitTrainer(&init));
+  if (!o_.initial_params.empty()) {
+    if (o_.initial_params.size() != init.size())
+      return Status::InvalidArgument("initial_params holds " + std::to_string(o_.initial_params.size()) +
+                                     " parameters, the task's layout " + std::to_string(init.size()));
+    init = o_.initial_params;
+  }
+  n_ = init.size();
+  w_ = std::move(init);
+  hash_ = crypto::ModelHash(w_);
+  SHOAL_ASSIGN_OR_RETURN(codec_, codec::Codec::Create(task.codec, task.layout));
+  SHOAL_ASSIGN_OR_RETURN(exchange_, MakeExchange(swarm_info_, task.layout));
+  SHOAL_RETURN_IF_ERROR(trainer_->Configure(exchange_->TrainerTask(task)).WithContext("the trainer refused the task"));
+  spdlog::info("peer {}: {} mode, model {} ({} parameters), trainer {}, codec {}", self_.name, swarm_info_.mode,
+               task.model, n_, trainer_->name(), codec_->spec());
+  return Status::Ok();
+}
+
+// The application's trainer trains the swarm's layout (the founder's task.layout), starting
+// from zeros unless initial_params says otherwise. The built-in trainer trains on this peer's
+// part of options.data; the registry's model gives the layout, the initial replica and the
+// held-out evaluation (the split the trainer never sees).
+Status Peer::InitTrainer(std::vector<float>* init) {
+  TaskConfig& task = swarm_info_.task;
+  if (trainer_) {
+    if (task.layout.empty())
+      return Status::InvalidArgument("with an application trainer the swarm's task needs its layout (task.layout)");
+    init->assign(LayoutSize(task.layout), 0.0f);
+    return Status::Ok();
+  }
+  SHOAL_ASSIGN_OR_RETURN(eval_backend_, MakeBackend(o_.data.device));
+  const std::string data_dir = o_.data.data_dir.empty() ? data::DefaultDataDir() : o_.data.data_dir;
+  SHOAL_ASSIGN_OR_RETURN(data::Dataset full, data::LoadDataset(o_.data.dataset, data_dir));
+  SHOAL_ASSIGN_OR_RETURN(data::Split split, data::TrainTestSplit(full, task.test_fraction, task.seed));
+  SHOAL_ASSIGN_OR_RETURN(auto parts, data::Partition(split.train.y, split.train.num_classes, o_.data.partition_count,
+                                                     o_.data.partition_scheme, task.seed));
+  if (o_.data.partition_index >= parts.size()) return Status::InvalidArgument("--partition index out of range");
+  auto local = std::make_shared<const data::Dataset>(data::Subset(split.train, parts[o_.data.partition_index]));
+  test_ = std::move(split.test);
+  if (local->n == 0) return Status::InvalidArgument("this peer's partition holds no examples");
+
+  SHOAL_ASSIGN_OR_RETURN(eval_model_, nn::MakeModel(task.model, nn::InputsOf(full), eval_backend_.get()));
+  if (!task.layout.empty() && task.layout != eval_model_->Layout())
+    return Status::InvalidArgument("the swarm's model layout [" + LayoutToString(task.layout) +
+                                   "] does not fit this peer's data (" + std::to_string(full.dim) + " features)");
+  task.layout = eval_model_->Layout();
+  SHOAL_ASSIGN_OR_RETURN(Precision precision, ParsePrecision(o_.data.precision));
+  eval_model_->set_precision(precision);
+  ParameterArena arena;
+  eval_model_->Init(&arena, task.seed);
+  init->assign(arena.data(), arena.data() + arena.size());
+  SHOAL_ASSIGN_OR_RETURN(trainer_, nn::MakeBuiltinTrainerOnPart(o_.data, std::move(local)));
+  return Status::Ok();
+}
+
+// This peer's contribution to `step`: the trainer's round from the replica (one gradient
+// step, DiLoCo's H inner steps, ...), turned by the exchange into what this peer sends (the
+// delta, or gossip's local model), encoded, signed and sent to the exchange's recipients.
+void Peer::LocalUpdate(uint64_t step) {
+  const auto started = Clock::now();
+  TrainContext ctx;
+  ctx.cancel = stop_;
+  TrainResult r;
+  Status st = trainer_->Train(w_, exchange_->Round(step), ctx, &r);
+  if (st.ok() && r.delta.size() != n_)
+    st = Status::InvalidArgument("the trainer's delta has " + std::to_string(r.delta.size()) + " values, the model " +
+                                 std::to_string(n_));
+  if (!st.ok()) {
+    if (train_error_.ok() && !(stop_ && stop_->load())) train_error_ = st.WithContext("step " + std::to_string(step));
+    return;
+  }
+  Update u;
+  u.num_examples = std::clamp<uint64_t>(r.num_examples, 1, protocol::kMaxExamples);
+  for (const auto& [name, value] : r.metrics)
+    if (name == "train_loss" && std::isfinite(value)) u.loss = value;
+  bool moved = false;
+  const std::vector<float> vec = exchange_->Outgoing(w_, std::move(r.delta), &moved);
+  if (moved) hash_ = crypto::ModelHash(w_);
+  u.base_hash = hash_;
+  auto payload = codec_->Encode(vec, codec::MakeRoundContext(swarm_info_.task.seed, step, codec::NameSeed(self_.name)));
+  if (!payload.ok()) {
+    spdlog::error("peer {}: step {}: encoding the update failed: {}", self_.name, step, payload.status().message());
+    return;
+  }
+  u.payload = std::move(*payload);
+  const auto digest = crypto::Hash256(u.payload);
+  u.payload_hash = crypto::ToHex(digest);
+  u.signature = crypto::Sign(protocol::SignedUpdateBytes(swarm_, step, self_.name, u.base_hash, u.num_examples, digest),
+                             keys_.sign_secret);
+  u.complete = true;
+  for (const auto& to : exchange_->Recipients(self_.name, step, LiveNames())) SendUpdate(to, step, self_.name, u);
+  updates_[step][self_.name] = std::move(u);
+  sent_step_ = step;
+  step_started_ = Clock::now();
+  compute_seconds_ += std::chrono::duration<double>(step_started_ - started).count();
+}
+
+// Held-out evaluation with the built-in trainer; an application's trainer evaluates on its own
+// data (eval_loss, eval_accuracy), when it can.
+void Peer::Evaluate(nlohmann::json& line) {
+  if (eval_model_) {
+    const EvalResult r = nn::Evaluate(*eval_model_, w_, test_);
+    line["test_accuracy"] = r.accuracy;
+    line["test_loss"] = r.loss;
+    return;
+  }
+  EvalResult r;
+  if (!trainer_->Evaluate(w_, &r).ok()) return;
+  line["eval_accuracy"] = r.accuracy;
+  line["eval_loss"] = r.loss;
+}
+
+void Peer::FinishStep(uint64_t step, size_t included, double loss, double spread) {
+  if (!metrics_.is_open()) return;
+  const uint64_t received = server_->traffic().bytes_received;
+  const size_t members = LiveNames().size();
+  nlohmann::json line = {
+      {"step", step},
+      {"name", self_.name},
+      {"mode", swarm_info_.mode},
+      {"members", members},
+      {"included", included},
+      {"leader", exchange_->finish() == Exchange::Finish::kLocalMix ? "" : Leader()},
+      {"loss", loss},
+      {"bytes_sent", bytes_sent_ - bytes_sent_at_step_},
+      {"bytes_received", received - bytes_received_at_step_},
+      {"bytes_dense_equiv", n_ * sizeof(float) * (members > 1 ? members - 1 : 0)},
+      {"model_hash", hash_},
+      {"seconds", std::chrono::duration<double>(Clock::now() - step_clock_).count()},
+      {"compute_seconds", compute_seconds_},
+      {"apply_seconds", apply_seconds_},
+      {"resyncs", resyncs_},
+      {"divergences", divergences_},
+      {"readmitted", readmitted_},
+      {"frames_rejected", frames_rejected_},
+      {"rejected_by_code", rejected_by_code_},
+  };
+  if (spread >= 0) line["spread"] = spread;
+  const uint64_t every = static_cast<uint64_t>(swarm_info_.Param("eval_every", 10));
+  const bool last = swarm_info_.steps && step >= swarm_info_.steps;
+  if ((every && step % every == 0) || last) Evaluate(line);
+  metrics_ << line.dump() << '\n';
+  metrics_.flush();
+  bytes_sent_at_step_ = bytes_sent_;
+  bytes_received_at_step_ = received;
+  step_clock_ = Clock::now();
+  compute_seconds_ = apply_seconds_ = 0;
+}
+
+}  // namespace shoal::peer
