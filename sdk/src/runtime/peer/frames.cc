@@ -12,7 +12,7 @@ namespace shoal::peer {
 void Peer::Reject(const std::string& to, ErrorCode code, const std::string& reason) {
   ++frames_rejected_;
   ++rejected_by_code_[wire::EnumNameErrorCode(code)];
-  if (frames_rejected_ <= 10 || frames_rejected_ % 1000 == 0)
+  if (ShouldLogOccurrence(frames_rejected_))
     spdlog::warn("peer {}: rejected frame #{} ({}): {}", self_.name, frames_rejected_, wire::EnumNameErrorCode(code), reason);
   if (!to.empty() && members_.count(to)) {
     Member& m = members_.at(to);
@@ -121,12 +121,12 @@ void Peer::HandleUpdate(const std::string& from, const wire::Envelope* env) {
     return;
   }
   if (!slot.assembler) {
-    if (u->num_examples() == 0 || u->num_examples() > (uint64_t{1} << 40) || !std::isfinite(u->loss()) ||
+    if (u->num_examples() == 0 || u->num_examples() > protocol::kMaxExamples || !std::isfinite(u->loss()) ||
         !u->signature() || u->signature()->size() != 64 || !u->base_hash() || u->base_hash()->size() != 64) {
       updates_[step].erase(author);
       return Reject(from, ErrorCode::MalformedFrame, "update fields out of range");
     }
-    slot.assembler = std::make_unique<protocol::ChunkAssembler>(2 * n_ * sizeof(float) + (64u << 10));
+    slot.assembler = std::make_unique<protocol::ChunkAssembler>(protocol::MaxCodecPayloadBytes(n_));
     slot.base_hash = u->base_hash()->str();
     slot.num_examples = u->num_examples();
     slot.loss = u->loss();

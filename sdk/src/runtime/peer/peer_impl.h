@@ -30,6 +30,7 @@
 
 #include "backend/backend.h"
 #include "codec/codec.h"
+#include "core/rate_limited_log.h"
 #include "crypto/crypto.h"
 #include "crypto/keys.h"
 #include "nn/model.h"
