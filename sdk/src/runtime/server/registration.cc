@@ -50,15 +50,14 @@ void Service::Impl::HandleHello(const transport::Listener::Inbound& in, const pr
   // A known name on a new connection is a restarted client. The same key proves it; without
   // keys, a holder heard from recently means two clients share a name, and the newcomer must
   // wait (it retries) or pick another --name.
-  for (auto& [id, c] : clients_)
-    if (c.name == name) {
-      const bool same_key = allow_list_ && c.identity == in.user_id;
-      if (!same_key && MillisSince(c.last_seen) <= 2 * static_cast<int64_t>(o_.heartbeat_interval_ms))
-        return Reject(peer, ErrorCode::Duplicate,
-                      "client name '" + name + "' is in use by a live client; retrying (use --name to pick another)");
-      DropClient(id, "reconnected");
-      break;
-    }
+  if (auto holder = by_name_.find(name); holder != by_name_.end()) {
+    const ClientState& c = clients_.at(holder->second);
+    const bool same_key = allow_list_ && c.identity == in.user_id;
+    if (!same_key && MillisSince(c.last_seen) <= 2 * static_cast<int64_t>(o_.heartbeat_interval_ms))
+      return Reject(peer, ErrorCode::Duplicate,
+                    "client name '" + name + "' is in use by a live client; retrying (use --name to pick another)");
+    DropClient(holder->second, "reconnected");
+  }
   if (clients_.size() >= o_.max_clients)
     return Reject(peer, ErrorCode::Refused, "the aggregator is full (" + std::to_string(o_.max_clients) + " clients)");
   // Negotiation: the client lists the codec stages it can run; every stage of the task's
@@ -83,6 +82,7 @@ void Service::Impl::HandleHello(const transport::Listener::Inbound& in, const pr
   const uint32_t id = c.id;
   if (allow_list_) name_keys_[name] = c.identity;
   by_peer_[peer] = id;
+  by_name_[name] = id;
   clients_[id] = std::move(c);
   Enqueue(id, protocol::EncodeWelcome(Header(0), MakeWelcome(id)));
   waiting_logged_ = false;
@@ -101,11 +101,15 @@ void Service::Impl::DropClient(uint32_t id, const std::string& reason) {
   if (it == clients_.end()) return;
   FailClient(id, reason);
   by_peer_.erase(it->second.peer);
+  by_name_.erase(it->second.name);
   clients_.erase(it);
   outbox_.erase(id);
 }
 
 void Service::Impl::ExpireClients() {
+  // A scan of every client, so at most every 50 ms: heartbeat timeouts are seconds.
+  if (MillisSince(last_expiry_scan_) < 50) return;
+  last_expiry_scan_ = Clock::now();
   std::vector<uint32_t> expired;
   for (const auto& [id, c] : clients_)
     if (MillisSince(c.last_seen) > o_.heartbeat_timeout_ms) expired.push_back(id);

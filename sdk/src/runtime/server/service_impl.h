@@ -187,6 +187,8 @@ class Service::Impl {
   std::map<uint32_t, ClientState> clients_;
   std::map<uint32_t, std::deque<transport::SharedFrame>> outbox_;
   std::map<std::string, uint32_t> by_peer_;
+  std::map<std::string, uint32_t> by_name_;  // registered clients by name (one each)
+  Clock::time_point last_expiry_scan_;
   uint64_t last_completed_ = 0;
   RoundState round_;
   bool waiting_logged_ = false;
