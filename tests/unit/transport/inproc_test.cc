@@ -144,36 +144,41 @@ TEST(Inproc, ACutConnectionIsGoneAndTheChannelReconnectsUnderANewId) {
   EXPECT_GE(net->stats().frames_cut, 1u);
 }
 
+// A listener and a channel with 30 ms of up-link latency that has said "first" (received):
+// frames the channel sends next are in flight for 30 ms.
+struct SlowLink {
+  std::shared_ptr<Network> net = Network::Create(1);
+  std::unique_ptr<Listener> listener = net->Listen("agg").value();
+  std::unique_ptr<Channel> channel;
+  std::string peer;
+  SlowLink() {
+    LinkProfile slow;
+    slow.latency = milliseconds(30);
+    channel = net->Connect("agg", slow);
+    EXPECT_TRUE(channel->Send(Bytes("first"), milliseconds(100)).ok());
+    auto in = listener->Recv(milliseconds(200)).value();
+    EXPECT_TRUE(in);
+    if (in) peer = in->peer;
+  }
+};
+
 TEST(Inproc, ADestroyedChannelIsUnreachableButWhatItSentArrives) {
-  auto net = Network::Create(1);
-  auto listener = net->Listen("agg").value();
-  LinkProfile slow;
-  slow.latency = milliseconds(30);
-  auto c = net->Connect("agg", slow);
-  ASSERT_TRUE(c->Send(Bytes("first"), milliseconds(100)).ok());
-  auto in = listener->Recv(milliseconds(200)).value();
-  ASSERT_TRUE(in);
-  ASSERT_TRUE(c->Send(Bytes("last words"), milliseconds(100)).ok());
-  c.reset();  // as a socket closed with linger: the frame in flight is still delivered
-  auto last = listener->Recv(milliseconds(200)).value();
+  SlowLink l;
+  ASSERT_TRUE(l.channel->Send(Bytes("last words"), milliseconds(100)).ok());
+  l.channel.reset();  // as a socket closed with linger: the frame in flight is still delivered
+  auto last = l.listener->Recv(milliseconds(200)).value();
   ASSERT_TRUE(last);
   EXPECT_EQ(Text(last->frame), "last words");
-  EXPECT_EQ(listener->Send(in->peer, Shared("x")).status().code(), StatusCode::kUnavailable);
-  EXPECT_EQ(listener->handshakes().disconnected, 1u);
+  EXPECT_EQ(l.listener->Send(l.peer, Shared("x")).status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(l.listener->handshakes().disconnected, 1u);
 }
 
 TEST(Inproc, ACutDropsFramesInFlightTowardsTheListener) {
-  auto net = Network::Create(1);
-  auto listener = net->Listen("agg").value();
-  LinkProfile slow;
-  slow.latency = milliseconds(30);
-  auto c = net->Connect("agg", slow);
-  ASSERT_TRUE(c->Send(Bytes("first"), milliseconds(100)).ok());
-  const std::string peer = listener->Recv(milliseconds(200)).value()->peer;
-  ASSERT_TRUE(c->Send(Bytes("lost"), milliseconds(100)).ok());
-  ASSERT_TRUE(net->Cut(peer));
-  EXPECT_FALSE(listener->Recv(milliseconds(60)).value());
-  EXPECT_EQ(net->stats().frames_cut, 1u);
+  SlowLink l;
+  ASSERT_TRUE(l.channel->Send(Bytes("lost"), milliseconds(100)).ok());
+  ASSERT_TRUE(l.net->Cut(l.peer));
+  EXPECT_FALSE(l.listener->Recv(milliseconds(60)).value());
+  EXPECT_EQ(l.net->stats().frames_cut, 1u);
 }
 
 TEST(Inproc, ReceiverThreadsWakeForFramesFromOtherThreads) {
