@@ -30,7 +30,9 @@ TEST(Messages, EveryFederatedKindDecodesToItsTypedValue) {
   const std::vector<uint8_t> payload = {1, 2, 3, 4, 5};
   const ChunkRef chunk{0, 1, 0, payload.size(), payload};
   RoundConfig rc{3, 0.1f, 2, 0, 0.01f};
-  auto task = RoundTrip(EncodeRoundTask(h, rc, 500, "hash", PayloadEncoding::Codec, chunk, "base", 2)).value();
+  // A message's chunk points into its frame: keep the frame alive while reading it.
+  const Frame task_frame = EncodeRoundTask(h, rc, 500, "hash", PayloadEncoding::Codec, chunk, "base", 2);
+  auto task = RoundTrip(task_frame).value();
   const auto& t = std::get<RoundTask>(task.body);
   ASSERT_TRUE(t.config);
   EXPECT_FLOAT_EQ(t.config->learning_rate, 0.1f);
@@ -54,7 +56,8 @@ TEST(Messages, EveryFederatedKindDecodesToItsTypedValue) {
   report.encode_seconds = 0.25;
   report.eval = EvalResult{0.7, 0.8, 30};
   report.other = {{"train_accuracy", 0.9}};
-  auto up = RoundTrip(EncodeUpdate(h, 17, report, PayloadEncoding::Codec, chunk)).value();
+  const Frame update_frame = EncodeUpdate(h, 17, report, PayloadEncoding::Codec, chunk);
+  auto up = RoundTrip(update_frame).value();
   const auto& u = std::get<UpdateChunk>(up.body);
   EXPECT_EQ(u.num_examples, 17u);
   EXPECT_EQ(u.report.train_loss, 0.5);
