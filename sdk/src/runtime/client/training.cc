@@ -95,7 +95,7 @@ Status Client::Impl::FinishTraining() {
   runtime::Update u;
   u.author = o_.name;
   u.round = round;
-  u.num_examples = std::clamp<uint64_t>(train_result_.num_examples, 1, protocol::kMaxExamples);
+  u.num_examples = std::max<uint64_t>(train_result_.num_examples, 1);  // the aggregator refuses more than kMaxExamples
   u.delta = std::move(train_result_.delta);
   u.report = protocol::UpdateReport::FromTrainer(train_result_.metrics);
   u.report.eval = train_eval_;
