@@ -77,9 +77,7 @@ struct Slot {
   transport::inproc::LinkProfile up, down;
   std::unique_ptr<Client> client;
   std::atomic<bool> die{false};        // churn chose it this round (set from its own event callback)
-  std::optional<Clock::time_point> restart_at;  // dead until then
-  bool finished = false;
-  Status result;
+  std::optional<Clock::time_point> restart_at;  // dead until then (no client and no restart: finished)
 };
 
 double LogNormal(Rng& rng, double median, double spread) {
@@ -235,8 +233,6 @@ void Simulator::Impl::Drive(uint32_t thread, const std::atomic<bool>& stop) {
       }
       if (finished) {
         s.client.reset();
-        s.finished = true;
-        s.result = st;
         if (!st.ok()) {
           spdlog::warn("{} stopped: {}", s.name, st.message());
           std::lock_guard<std::mutex> lock(first_error_mu_);
