@@ -1,5 +1,6 @@
 // CurveZMQ pieces on real sockets in one process: the allow-list file format, the ZAP handler
-// (RFC 27 requests and replies), and the channels' handshake reporting.
+// (RFC 27 requests and replies), the channels' handshake reporting, and the key-flag rules
+// shared by the aggregator, the client and the peer.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -10,6 +11,7 @@
 #include "crypto/keys.h"
 #include "temp_dir.h"
 #include "transport/zmq/zmq_channel.h"
+#include "transport/zmq/security.h"
 #include "transport/zmq/zap.h"
 
 namespace shoal::transport {
@@ -257,6 +259,69 @@ TEST(Channels, LoopbackEndpoints) {
   for (const char* ep : {"tcp://*:7070", "tcp://0.0.0.0:7070", "tcp://10.0.0.1:7070", "tcp://example.com:7070",
                          "tcp://127example.com:1"})
     EXPECT_FALSE(IsLoopbackEndpoint(ep)) << ep;
+}
+
+// ---- the key flags (transport/zmq/security.h) ----
+
+SecurityFlags PeerFlags(const std::string& listen, const std::string& advertise) {
+  return {.role = "peer", .others_flag = "--allow-keys", .others_what = "the peers' public keys",
+          .endpoints = {{"--listen", listen}, {"--advertise", advertise}}};
+}
+
+TEST(SecurityFlagsTest, LoopbackNeedsNothingAndAReachableEndpointNeedsKeysOrInsecure) {
+  auto local = CheckSecurityFlags(PeerFlags("tcp://127.0.0.1:7101", "tcp://127.0.0.1:7101"));
+  ASSERT_TRUE(local.ok()) << local.status().message();
+  EXPECT_FALSE(*local);
+
+  // The advertised address is checked too, and named in the refusal.
+  auto exposed = CheckSecurityFlags(PeerFlags("tcp://127.0.0.1:7101", "tcp://10.0.0.7:7101"));
+  ASSERT_FALSE(exposed.ok());
+  EXPECT_EQ(exposed.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(exposed.status().message().find("--advertise tcp://10.0.0.7:7101 is not a loopback address"),
+            std::string::npos)
+      << exposed.status().message();
+
+  SecurityFlags insecure = PeerFlags("tcp://*:7101", "tcp://10.0.0.7:7101");
+  insecure.insecure = true;
+  auto allowed = CheckSecurityFlags(insecure);
+  ASSERT_TRUE(allowed.ok());
+  EXPECT_FALSE(*allowed);
+}
+
+TEST(SecurityFlagsTest, KeysComeInPairsAndContradictInsecure) {
+  SecurityFlags f = PeerFlags("tcp://*:7101", "tcp://10.0.0.7:7101");
+  f.secret_key = "peer.key";
+  auto alone = CheckSecurityFlags(f);
+  ASSERT_FALSE(alone.ok());
+  EXPECT_EQ(alone.status().message(), "--secret-key needs --allow-keys (the peers' public keys)");
+
+  f.others = "keys/";
+  auto both = CheckSecurityFlags(f);
+  ASSERT_TRUE(both.ok()) << both.status().message();
+  EXPECT_TRUE(*both) << "keys turn CURVE on, whatever the endpoints";
+
+  f.insecure = true;
+  auto contradiction = CheckSecurityFlags(f);
+  ASSERT_FALSE(contradiction.ok());
+  EXPECT_EQ(contradiction.status().code(), StatusCode::kInvalidArgument);
+
+  f = PeerFlags("tcp://127.0.0.1:1", "tcp://127.0.0.1:1");
+  f.others = "keys/";
+  auto no_secret = CheckSecurityFlags(f);
+  ASSERT_FALSE(no_secret.ok());
+  EXPECT_EQ(no_secret.status().message(), "--allow-keys needs --secret-key (this peer's key file from shoal-keygen)");
+}
+
+TEST(SecurityFlagsTest, AnEmptyAllowListIsRefused) {
+  testing::TempDir dir;
+  Write(dir.File("empty.txt"), "# nobody yet\n");
+  auto list = LoadAllowList(dir.File("empty.txt"), "client");
+  ASSERT_FALSE(list.ok());
+  EXPECT_NE(list.status().message().find("holds no keys, so no client could connect"), std::string::npos);
+  Write(dir.File("one.txt"), crypto::Z85Key(Keys().curve_public) + "\n");
+  auto one = LoadAllowList(dir.File("one.txt"), "client");
+  ASSERT_TRUE(one.ok()) << one.status().message();
+  EXPECT_EQ((*one)->size(), 1u);
 }
 
 }  // namespace

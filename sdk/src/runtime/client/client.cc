@@ -1,4 +1,5 @@
 #include "runtime/client/client_impl.h"
+#include "transport/zmq/security.h"
 
 namespace shoal {
 
@@ -11,19 +12,15 @@ void Client::Impl::Unregister(const std::string& why) {
 }
 
 Status Client::Impl::ConfigureSecurity(transport::SocketOptions& so) {
-  if (o_.secret_key_file.empty() != o_.server_key.empty())
-    return Status::InvalidArgument(o_.server_key.empty()
-                                       ? "--secret-key needs --server-key (the aggregator's public key or .pub file)"
-                                       : "--server-key needs --secret-key (this client's key file from shoal-keygen)");
-  if (o_.secret_key_file.empty()) {
-    if (!transport::IsLoopbackEndpoint(o_.connect) && !o_.insecure)
-      return Status::FailedPrecondition("--connect " + o_.connect +
-                                        " is not a loopback address: give --secret-key and --server-key (the "
-                                        "aggregator's public key), or pass --insecure to send unencrypted");
-    if (o_.insecure) spdlog::warn("INSECURE: talking to {} without encryption or authentication", o_.connect);
-    return Status::Ok();
-  }
-  if (o_.insecure) return Status::InvalidArgument("--insecure contradicts --secret-key; give one or the other");
+  SHOAL_ASSIGN_OR_RETURN(const bool secure,
+                         transport::CheckSecurityFlags({.role = "client",
+                                                        .secret_key = o_.secret_key_file,
+                                                        .others_flag = "--server-key",
+                                                        .others = o_.server_key,
+                                                        .others_what = "the aggregator's public key or .pub file",
+                                                        .insecure = o_.insecure,
+                                                        .endpoints = {{"--connect", o_.connect}}}));
+  if (!secure) return Status::Ok();
   SHOAL_ASSIGN_OR_RETURN(crypto::KeyPair keys, crypto::ReadSecretKeyFile(o_.secret_key_file));
   SHOAL_ASSIGN_OR_RETURN(std::string server_z85, crypto::ReadPublicKey(o_.server_key));
   SHOAL_RETURN_IF_ERROR(crypto::Z85DecodeTo(server_z85, so.server_key));

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "runtime/peer/peer_impl.h"
+#include "transport/zmq/security.h"
 
 namespace shoal {
 namespace peer {
@@ -13,26 +14,24 @@ namespace peer {
 // ---- setup ----------------------------------------------------------------------------------
 
 Status Peer::InitIdentity() {
-  if (o_.secret_key_file.empty() != o_.allow_keys.empty())
-    return Status::InvalidArgument(o_.secret_key_file.empty() ? "--allow-keys needs --secret-key (this peer's key file)"
-                                                              : "--secret-key needs --allow-keys (the peers' public keys)");
-  secure_ = !o_.secret_key_file.empty();
-  if (secure_ && o_.insecure) return Status::InvalidArgument("--insecure contradicts --secret-key; give one or the other");
   if (o_.advertise.empty()) o_.advertise = o_.listen;
   if (o_.advertise.find('*') != std::string::npos)
     return Status::InvalidArgument("--listen " + o_.listen + " has a wildcard: give --advertise with the address "
                                    "the other peers reach this one at");
-  if (!secure_) {
-    const bool local = transport::IsLoopbackEndpoint(o_.listen) && transport::IsLoopbackEndpoint(o_.advertise);
-    if (!local && !o_.insecure)
-      return Status::FailedPrecondition("--listen " + o_.listen + " is reachable from other machines: give --secret-key "
-                                        "and --allow-keys (make keys with shoal-keygen), or pass --insecure");
-    // Updates are signed even without transport security (with a key made for this run),
-    // so a relayed update still names its author; without CURVE the binding is not authenticated.
-    SHOAL_ASSIGN_OR_RETURN(keys_, crypto::GenerateKeyPair());
-    if (o_.insecure) spdlog::warn("INSECURE: peer links are neither encrypted nor authenticated (--insecure)");
-  } else {
+  SHOAL_ASSIGN_OR_RETURN(secure_, transport::CheckSecurityFlags({.role = "peer",
+                                                                 .secret_key = o_.secret_key_file,
+                                                                 .others_flag = "--allow-keys",
+                                                                 .others = o_.allow_keys,
+                                                                 .others_what = "the peers' public keys",
+                                                                 .insecure = o_.insecure,
+                                                                 .endpoints = {{"--listen", o_.listen},
+                                                                               {"--advertise", o_.advertise}}}));
+  // Updates are signed even without transport security (with a key made for this run), so a
+  // relayed update still names its author; without CURVE the binding is not authenticated.
+  if (secure_) {
     SHOAL_ASSIGN_OR_RETURN(keys_, crypto::ReadSecretKeyFile(o_.secret_key_file));
+  } else {
+    SHOAL_ASSIGN_OR_RETURN(keys_, crypto::GenerateKeyPair());
   }
   if (!protocol::ValidPeerName(o_.name)) return Status::InvalidArgument("--name must be 1-64 printable characters");
   self_.name = o_.name;
@@ -48,9 +47,8 @@ Status Peer::InitTransport() {
   so.max_frame_bytes = static_cast<int64_t>(max_frame_bytes_);
   so.zmtp_heartbeat_ms = ZmtpHeartbeatMs(o_.heartbeat_timeout_ms);
   if (secure_) {
-    SHOAL_ASSIGN_OR_RETURN(crypto::AllowList list, crypto::AllowList::Load(o_.allow_keys));
-    if (list.size() == 0) return Status::FailedPrecondition("--allow-keys " + o_.allow_keys + " holds no keys");
-    SHOAL_ASSIGN_OR_RETURN(zap_, transport::ZapHandler::Start(ctx_, std::make_shared<const crypto::AllowList>(std::move(list))));
+    SHOAL_ASSIGN_OR_RETURN(auto allow_list, transport::LoadAllowList(o_.allow_keys, "peer"));
+    SHOAL_ASSIGN_OR_RETURN(zap_, transport::ZapHandler::Start(ctx_, std::move(allow_list)));
     so.curve = std::make_shared<const crypto::KeyPair>(keys_);
   }
   SHOAL_ASSIGN_OR_RETURN(server_, transport::ZmqListener::Bind(ctx_, o_.listen, so));

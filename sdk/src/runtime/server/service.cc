@@ -1,4 +1,5 @@
 #include "runtime/server/service_impl.h"
+#include "transport/zmq/security.h"
 
 namespace shoal::aggregator {
 
@@ -118,32 +119,24 @@ Status Service::Impl::Init(std::unique_ptr<transport::Listener> listener) {
   return Status::Ok();
 }
 
-// Secure by default: a listener other machines can reach needs a key pair and an allow-list,
-// unless the operator explicitly says --insecure.
+// Secure by default (transport/zmq/security.h): a listener other machines can reach needs a
+// key pair and an allow-list, unless the operator explicitly says --insecure.
 Status Service::Impl::InitSecurity(transport::SocketOptions& so) {
   if (o_.recv_hwm == 0) return Status::InvalidArgument("--recv-hwm must be at least 1");
-  if (o_.secret_key.empty() != o_.allow_keys.empty())
-    return Status::InvalidArgument(o_.secret_key.empty()
-                                       ? "--allow-keys needs --secret-key (this aggregator's key file from shoal-keygen)"
-                                       : "--secret-key needs --allow-keys (the public keys of the clients to admit)");
-  if (o_.secret_key.empty()) {
-    if (!transport::IsLoopbackEndpoint(o_.listen) && !o_.insecure)
-      return Status::FailedPrecondition(
-          "--listen " + o_.listen +
-          " accepts connections from other machines: give --secret-key and --allow-keys (make keys with "
-          "shoal-keygen), or pass --insecure to serve unencrypted and unauthenticated");
-    if (o_.insecure)
-      spdlog::warn("INSECURE: {} serves without encryption or authentication (--insecure)", o_.listen);
-    else
-      spdlog::info("no --secret-key: serving {} without encryption (loopback only)", o_.listen);
+  SHOAL_ASSIGN_OR_RETURN(const bool secure,
+                         transport::CheckSecurityFlags({.role = "aggregator",
+                                                        .secret_key = o_.secret_key,
+                                                        .others_flag = "--allow-keys",
+                                                        .others = o_.allow_keys,
+                                                        .others_what = "the public keys of the clients to admit",
+                                                        .insecure = o_.insecure,
+                                                        .endpoints = {{"--listen", o_.listen}}}));
+  if (!secure) {
+    if (!o_.insecure) spdlog::info("no --secret-key: serving {} without encryption (loopback only)", o_.listen);
     return Status::Ok();
   }
-  if (o_.insecure) return Status::InvalidArgument("--insecure contradicts --secret-key; give one or the other");
   SHOAL_ASSIGN_OR_RETURN(crypto::KeyPair keys, crypto::ReadSecretKeyFile(o_.secret_key));
-  SHOAL_ASSIGN_OR_RETURN(crypto::AllowList list, crypto::AllowList::Load(o_.allow_keys));
-  if (list.size() == 0)
-    return Status::FailedPrecondition("--allow-keys " + o_.allow_keys + " holds no keys, so no client could join");
-  allow_list_ = std::make_shared<const crypto::AllowList>(std::move(list));
+  SHOAL_ASSIGN_OR_RETURN(allow_list_, transport::LoadAllowList(o_.allow_keys, "client"));
   SHOAL_ASSIGN_OR_RETURN(zap_, transport::ZapHandler::Start(ctx_, allow_list_));
   so.curve = std::make_shared<const crypto::KeyPair>(std::move(keys));
   spdlog::info("CURVE security on: server key {}, {} client keys allowed from {}", crypto::Z85Key(so.curve->curve_public),
