@@ -91,5 +91,11 @@ StatusOr<std::vector<Dataset>> TrainingParts(const Dataset& d, double test_fract
 // the index is not below the count).
 StatusOr<Dataset> TrainingPart(const Dataset& d, double test_fraction, uint64_t seed, PartitionRef part,
                                const std::string& scheme, int64_t min_per_part = 10);
+// The same from a split already made (TrainTestSplit(d, test_fraction, seed), with this
+// `seed`), for a caller that also keeps its held-out part: the split is not made twice.
+StatusOr<std::vector<Dataset>> TrainingParts(const Split& split, uint64_t seed, uint32_t count,
+                                             const std::string& scheme, int64_t min_per_part = 10);
+StatusOr<Dataset> TrainingPart(const Split& split, uint64_t seed, PartitionRef part, const std::string& scheme,
+                               int64_t min_per_part = 10);
 
 }  // namespace shoal::data

@@ -220,9 +220,8 @@ StatusOr<std::vector<std::vector<int64_t>>> Partition(const std::vector<int32_t>
   return parts;
 }
 
-StatusOr<std::vector<Dataset>> TrainingParts(const Dataset& d, double test_fraction, uint64_t seed, uint32_t count,
+StatusOr<std::vector<Dataset>> TrainingParts(const Split& split, uint64_t seed, uint32_t count,
                                              const std::string& scheme, int64_t min_per_part) {
-  SHOAL_ASSIGN_OR_RETURN(Split split, TrainTestSplit(d, test_fraction, seed));
   SHOAL_ASSIGN_OR_RETURN(auto parts, Partition(split.train.y, split.train.num_classes, count, scheme, seed, min_per_part));
   std::vector<Dataset> out;
   out.reserve(parts.size());
@@ -230,14 +229,25 @@ StatusOr<std::vector<Dataset>> TrainingParts(const Dataset& d, double test_fract
   return out;
 }
 
-StatusOr<Dataset> TrainingPart(const Dataset& d, double test_fraction, uint64_t seed, PartitionRef part,
-                               const std::string& scheme, int64_t min_per_part) {
+StatusOr<Dataset> TrainingPart(const Split& split, uint64_t seed, PartitionRef part, const std::string& scheme,
+                               int64_t min_per_part) {
   if (part.count == 0 || part.index >= part.count)
     return Status::InvalidArgument("partition " + std::to_string(part.index) + "/" + std::to_string(part.count) +
                                    " does not exist (expected i/n with 0 <= i < n)");
-  SHOAL_ASSIGN_OR_RETURN(Split split, TrainTestSplit(d, test_fraction, seed));
   SHOAL_ASSIGN_OR_RETURN(auto parts, Partition(split.train.y, split.train.num_classes, part.count, scheme, seed, min_per_part));
   return Subset(split.train, parts[part.index]);
+}
+
+StatusOr<std::vector<Dataset>> TrainingParts(const Dataset& d, double test_fraction, uint64_t seed, uint32_t count,
+                                             const std::string& scheme, int64_t min_per_part) {
+  SHOAL_ASSIGN_OR_RETURN(Split split, TrainTestSplit(d, test_fraction, seed));
+  return TrainingParts(split, seed, count, scheme, min_per_part);
+}
+
+StatusOr<Dataset> TrainingPart(const Dataset& d, double test_fraction, uint64_t seed, PartitionRef part,
+                               const std::string& scheme, int64_t min_per_part) {
+  SHOAL_ASSIGN_OR_RETURN(Split split, TrainTestSplit(d, test_fraction, seed));
+  return TrainingPart(split, seed, part, scheme, min_per_part);
 }
 
 }  // namespace shoal::data

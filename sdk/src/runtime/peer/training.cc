@@ -57,11 +57,11 @@ Status Peer::InitTrainer(std::vector<float>* init) {
   SHOAL_ASSIGN_OR_RETURN(eval_backend_, MakeBackend(o_.data.device));
   const std::string data_dir = o_.data.data_dir.empty() ? data::DefaultDataDir() : o_.data.data_dir;
   SHOAL_ASSIGN_OR_RETURN(data::Dataset full, data::LoadDataset(o_.data.dataset, data_dir));
-  SHOAL_ASSIGN_OR_RETURN(data::Dataset part,
-                         data::TrainingPart(full, task.test_fraction, task.seed,
-                                            {o_.data.partition_index, o_.data.partition_count}, o_.data.partition_scheme));
-  auto local = std::make_shared<const data::Dataset>(std::move(part));
   SHOAL_ASSIGN_OR_RETURN(data::Split split, data::TrainTestSplit(full, task.test_fraction, task.seed));
+  SHOAL_ASSIGN_OR_RETURN(data::Dataset part,
+                         data::TrainingPart(split, task.seed, {o_.data.partition_index, o_.data.partition_count},
+                                            o_.data.partition_scheme));
+  auto local = std::make_shared<const data::Dataset>(std::move(part));
   test_ = std::move(split.test);  // the held-out split, for evaluation
   if (local->n == 0) return Status::InvalidArgument("this peer's partition holds no examples");
 

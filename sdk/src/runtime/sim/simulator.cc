@@ -143,8 +143,8 @@ Status Simulator::Impl::Init() {
   const int64_t train_n = split.train.n;
   const uint32_t max_parts = static_cast<uint32_t>(std::max<int64_t>(1, train_n / o_.min_part));
   const uint32_t num_parts = std::min(o_.clients, max_parts);
-  SHOAL_ASSIGN_OR_RETURN(auto parts, data::TrainingParts(full, o_.server.test_fraction, o_.server.seed, num_parts,
-                                                         o_.partition_scheme, o_.min_part));
+  SHOAL_ASSIGN_OR_RETURN(auto parts, data::TrainingParts(split, o_.server.seed, num_parts, o_.partition_scheme,
+                                                         o_.min_part));
   for (auto& part : parts) parts_.push_back(std::make_shared<const data::Dataset>(std::move(part)));
   if (num_parts < o_.clients)
     spdlog::warn("{} clients share {} parts of about {} training examples of {} (at least {} each): client i trains "
