@@ -24,57 +24,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../examples/c/logreg.h"
-#include "shoal/shoal.h"
+#include "capi_common.h"
 
 extern char** environ;
 
-static atomic_int g_failures = 0; /* CHECKs run on several threads */
 static const char* g_aggregator;
-static const char* g_dir;
-static char g_csv[512];
-
-#define CHECK(cond)                                                                                       \
-  do {                                                                                                    \
-    if (!(cond)) {                                                                                        \
-      fprintf(stderr, "%s:%d: CHECK failed: %s (shoal_last_error: \"%s\")\n", __FILE__, __LINE__, #cond, \
-              shoal_last_error());                                                                        \
-      ++g_failures;                                                                                       \
-    }                                                                                                     \
-  } while (0)
-#define CHECK_STATUS(expr, want)                                                                              \
-  do {                                                                                                        \
-    const int got_ = (int)(expr);                                                                             \
-    if (got_ != (int)(want)) {                                                                                \
-      fprintf(stderr, "%s:%d: %s returned %s, expected %s (shoal_last_error: \"%s\")\n", __FILE__, __LINE__, \
-              #expr, shoal_status_name(got_), shoal_status_name(want), shoal_last_error());                  \
-      ++g_failures;                                                                                           \
-    }                                                                                                         \
-  } while (0)
-/* A failed call left a message naming what was wrong. */
-#define CHECK_ERROR_MENTIONS(text) CHECK(strstr(shoal_last_error(), (text)) != NULL)
-
-static void sleep_ms(int ms) {
-  struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  nanosleep(&t, NULL);
-}
 
 /* ---- a real aggregator -------------------------------------------------------------------- */
-
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (fd < 0 || bind(fd, (struct sockaddr*)&a, sizeof a) != 0 || getsockname(fd, (struct sockaddr*)&a, &len) != 0) {
-    perror("free_port");
-    exit(2);
-  }
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 typedef struct aggregator {
   pid_t pid;
@@ -144,27 +100,6 @@ static double last_metric(const char* path, const char* key) {
   snprintf(pattern, sizeof pattern, "\"%s\":", key);
   const char* at = strstr(last, pattern);
   return at ? strtod(at + strlen(pattern), NULL) : NAN;
-}
-
-/* Well-separated Gaussian blobs: 4 classes, 8 features, header line, label last. */
-static void write_blobs_csv(const char* path) {
-  FILE* f = fopen(path, "w");
-  if (!f) {
-    perror(path);
-    exit(2);
-  }
-  fprintf(f, "f0,f1,f2,f3,f4,f5,f6,f7,label\n");
-  uint64_t s = 12345;
-  for (int i = 0; i < 400; ++i) {
-    const int label = i % 4;
-    for (int j = 0; j < 8; ++j) {
-      double u = 0.0; /* Irwin-Hall: sum of 12 uniforms - 6 ~ N(0, 1) */
-      for (int r = 0; r < 12; ++r) u += (double)(logreg_rand(&s) >> 11) / 9007199254740992.0;
-      fprintf(f, "%.5f,", (j % 4 == label ? 2.0 : -1.0) + 0.6 * (u - 6.0));
-    }
-    fprintf(f, "%d\n", label);
-  }
-  fclose(f);
 }
 
 static shoal_client* new_client(const char* endpoint, const char* name) {
@@ -368,7 +303,6 @@ static void test_dataset(void) {
 }
 
 /* ---- federated runs ----------------------------------------------------------------------- */
-
 
 /* Two log destinations the test switches between while clients run: once
  * shoal_set_log_callback has returned, the destination switched away from must never be
@@ -761,6 +695,7 @@ int main(int argc, char** argv) {
   mkdir(g_dir, 0755);
   snprintf(g_csv, sizeof g_csv, "%s/blobs.csv", g_dir);
   write_blobs_csv(g_csv);
+  snprintf(g_csv_spec, sizeof g_csv_spec, "csv:%s", g_csv);
   CHECK_STATUS(shoal_set_log_callback(NULL, NULL, SHOAL_LOG_WARN), SHOAL_OK);
 
   test_version_and_names();

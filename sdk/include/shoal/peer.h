@@ -24,7 +24,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,16 @@
 #include "shoal/trainer.h"
 
 namespace shoal {
+
+// One finished step, as this peer's replica stands after it (PeerOptions::on_step).
+struct PeerStep {
+  uint64_t step = 0;
+  size_t members = 0;             // live members, this peer included
+  size_t included = 0;            // updates the step applied
+  double loss = 0.0;              // mean training loss of the included updates
+  std::string model_hash;         // of the replica below (hex BLAKE2b, as in the metrics)
+  std::span<const float> params;  // the replica, in task.layout order; valid during the call
+};
 
 struct PeerOptions {
   std::string name;                       // unique in the swarm; Default: HOST-partI-of-N
@@ -65,6 +77,9 @@ struct PeerOptions {
   // model's initialisation (built-in trainer) or zeros (an application's trainer).
   std::vector<float> initial_params;
   std::string metrics_out;                // JSON lines, one per step; empty = none
+  // Called on the peer's thread after every step (e.g. to checkpoint the replica); must not
+  // block for long: the swarm waits. Default: none.
+  std::function<void(const PeerStep&)> on_step;
   uint32_t join_timeout_ms = 30000;       // give up joining after this long
 };
 

@@ -4,7 +4,11 @@
  * An application joins a federation with its own training code by filling a shoal_trainer
  * (a versioned struct of callbacks), or trains Shoal's built-in model on a dataset, and runs
  * the client blocking (shoal_client_run) or steps it from its own event loop
- * (shoal_client_step). See examples/c/ and examples/python/.
+ * (shoal_client_step). The same trainer trains in a serverless swarm as a peer
+ * (shoal_peer_run). See examples/c/ and examples/python/.
+ *
+ * ABI history: 1: the client, trainer and datasets. 2: peers (shoal_peer_*), and
+ * shoal_round.keep_optimizer_state.
  *
  * Conventions, for every function below:
  * - Fallible functions return a shoal_status (SHOAL_OK = 0). No C++ exception ever crosses
@@ -40,7 +44,7 @@ extern "C" {
 #endif
 
 /* The ABI this header describes. Compare with shoal_abi_version() at run time. */
-#define SHOAL_ABI_VERSION 1
+#define SHOAL_ABI_VERSION 2
 
 /* ---- status, version, errors, logging ------------------------------------------------ */
 
@@ -131,6 +135,10 @@ typedef struct shoal_round {
   uint32_t local_epochs;
   uint32_t local_steps;  /* if > 0: exactly this many minibatch steps */
   float prox_mu;         /* FedProx coefficient (0 = none) */
+  /* ABI 2 (check struct_size): nonzero when the optimizer's state (momentum, Adam moments)
+   * should carry over from the previous train() call, as peers ask; 0 (federated rounds):
+   * start it fresh. */
+  uint32_t keep_optimizer_state;
 } shoal_round;
 
 /* Handed to train() for the duration of the call. */
@@ -153,7 +161,8 @@ SHOAL_EXPORT void shoal_train_progress(shoal_train_context* context, float fract
  * Threads: configure() runs on the thread in shoal_client_run/step; set_parameters, train,
  * get_parameters and evaluate run on the client's training thread: one thread for the
  * client's lifetime, started at the first round and joined by shoal_client_destroy (attach
- * it to a JVM once, keep a CUDA device current on it). Never two callbacks at once.
+ * it to a JVM once, keep a CUDA device current on it). In a peer, every callback runs on the
+ * thread in shoal_peer_run. Never two callbacks at once.
  *
  * One round: if evaluate is given, set_parameters(global) and evaluate() (federated
  * evaluation of the received model); then set_parameters(global), train(round),
@@ -307,6 +316,92 @@ SHOAL_EXPORT const char* shoal_client_last_error(const shoal_client* client);
  * run/step to return). No other call on this client may follow or overlap it. NULL is a
  * no-op. */
 SHOAL_EXPORT void shoal_client_destroy(shoal_client* client);
+
+/* ---- the serverless peer (shoal/peer.h; README "Serverless peers") ----------------- */
+
+typedef struct shoal_peer shoal_peer;
+
+/* One finished step, as this peer's replica stands after it. Valid during the call. */
+typedef struct shoal_peer_step {
+  size_t struct_size;
+  uint64_t step;           /* 1, 2, ... */
+  uint32_t members;        /* live members, this peer included */
+  uint32_t included;       /* updates the step applied */
+  double train_loss;       /* mean training loss of the included updates */
+  const char* model_hash;  /* hex BLAKE2b-256 of the replica, as in the metrics */
+  const float* params;     /* the replica, num_params floats in layout order */
+  size_t num_params;
+} shoal_peer_step;
+/* Called on the thread in shoal_peer_run after every step (to checkpoint, to report). The
+ * swarm waits while it runs: keep it short. */
+typedef void (*shoal_peer_step_fn)(void* user, const shoal_peer_step* step);
+
+/* The swarm's settings are the founding peer's (the one with no bootstrap); a joining peer
+ * receives them, and only its own name, endpoints, keys, trainer and callbacks apply. */
+typedef struct shoal_peer_options {
+  size_t struct_size;               /* set by shoal_peer_options_init */
+  const char* name;                 /* unique in the swarm, 1-64 printable characters. Default (NULL): "peer-<pid>" */
+  const char* listen;               /* this peer's endpoint. Default: "tcp://127.0.0.1:7101" */
+  const char* advertise;            /* the endpoint other peers reach this one at. Default (NULL): listen */
+  const char* bootstrap;            /* peers to join through, comma-separated "ENDPOINT" or, with keys,
+                                       "ENDPOINT@KEY_OR_PUBFILE". Default (NULL or ""): found the swarm */
+  const char* secret_key_file;      /* this peer's PREFIX.key (shoal-keygen). Default: NULL */
+  const char* allow_keys;           /* the peers' public keys: file or directory. Default: NULL */
+  int insecure;                     /* nonzero: non-loopback links without keys. Default: 0 */
+  const char* mode;                 /* "allgather", "diloco" or "gossip". Default: "allgather" */
+  const char* model;                /* the model's name (a model spec for the built-in trainer). Default: "mlp" */
+  size_t num_tensors;               /* the model's layout (required with the application's trainer) */
+  const shoal_tensor* tensors;      /* offsets must run 0, size0, size0+size1, ... */
+  const float* initial_params;      /* the founder's starting model, num_params floats; NULL: zeros
+                                       (application's trainer) or the built-in model's init */
+  size_t num_initial_params;
+  const char* optimizer;            /* "sgd", "adamw" or "demo" (see shoal/peer.h per mode). Default: "sgd" */
+  float learning_rate;              /* Default: 0.05 */
+  float momentum;                   /* Default: 0 */
+  float weight_decay;               /* Default: 0 */
+  uint32_t batch_size;              /* Default: 32 */
+  uint64_t seed;                    /* Default: 0 */
+  const char* codec;                /* update codec spec, e.g. "int8". Default: "none" */
+  uint64_t steps;                   /* stop after this many steps; 0: until shoal_peer_stop. Default: 0 */
+  uint32_t min_peers;               /* step 1 waits for this many members. Default: 1 */
+  uint32_t step_timeout_ms;         /* Default: 2000 */
+  uint32_t heartbeat_interval_ms;   /* Default: 200 */
+  uint32_t heartbeat_timeout_ms;    /* a member silent this long is dropped. Default: 2000 */
+  uint32_t join_timeout_ms;         /* Default: 30000 */
+  uint32_t diloco_inner_steps;      /* Default: 100 */
+  float diloco_outer_lr;            /* Default: 0.7 */
+  float diloco_outer_momentum;      /* Default: 0.9 */
+  uint32_t gossip_k;                /* Default: 2 */
+  uint32_t eval_every;              /* trainer evaluation every N steps (0: at the end only). Default: 10 */
+  const char* metrics_out;          /* JSON lines, one per step. Default: NULL (none) */
+  shoal_peer_step_fn on_step;       /* Default: NULL */
+  void* step_user;                  /* passed to on_step */
+} shoal_peer_options;
+
+/* As shoal_client_options_init: pass sizeof(shoal_peer_options). */
+SHOAL_EXPORT shoal_status shoal_peer_options_init(shoal_peer_options* options, size_t struct_size);
+/* Creates a peer (it does not bind yet) into *peer; free it with shoal_peer_destroy. Options
+ * (strings, the layout, the initial parameters) are copied. */
+SHOAL_EXPORT shoal_status shoal_peer_create(const shoal_peer_options* options, shoal_peer** peer);
+/* The application's trainer (copied; as shoal_client_set_trainer). Each mode drives it as
+ * shoal/peer.h says: allgather calls train() with one step at learning rate 1 and the task's
+ * optimizer replaced by plain SGD; diloco with diloco_inner_steps steps; gossip with one. */
+SHOAL_EXPORT shoal_status shoal_peer_set_trainer(shoal_peer* peer, const shoal_trainer* trainer);
+/* The built-in trainer on a part of a dataset (as shoal_client_use_builtin_trainer). */
+SHOAL_EXPORT shoal_status shoal_peer_use_builtin_trainer(shoal_peer* peer, const shoal_builtin_options* options);
+/* Binds, joins (or founds) the swarm and trains until `steps` steps are done (SHOAL_OK),
+ * shoal_peer_stop is called (SHOAL_OK after leaving gracefully), joining fails
+ * (SHOAL_UNAVAILABLE, SHOAL_PERMISSION_DENIED) or the trainer fails (its status). Blocks.
+ * Needs a trainer; runs once per peer (then SHOAL_FAILED_PRECONDITION). */
+SHOAL_EXPORT shoal_status shoal_peer_run(shoal_peer* peer);
+/* Makes shoal_peer_run leave the swarm and return. Thread-safe and async-signal-safe for a
+ * valid handle; before the run, the run returns at once. */
+SHOAL_EXPORT shoal_status shoal_peer_stop(shoal_peer* peer);
+/* The message of the last failed call on this peer ("" if none); valid until the next call. */
+SHOAL_EXPORT const char* shoal_peer_last_error(const shoal_peer* peer);
+/* Frees the peer. After shoal_peer_run has returned (the trainer's destroy has run when the
+ * run ended; for a peer that never ran, it runs here). NULL is a no-op. */
+SHOAL_EXPORT void shoal_peer_destroy(shoal_peer* peer);
 
 /* ---- datasets (for applications that train themselves on Shoal's datasets) --------- */
 

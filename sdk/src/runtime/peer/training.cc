@@ -137,9 +137,10 @@ void Peer::Evaluate(nlohmann::json& line) {
 }
 
 void Peer::FinishStep(uint64_t step, size_t included, double loss, double spread) {
+  const size_t members = LiveNames().size();
+  if (o_.on_step) o_.on_step(PeerStep{step, members, included, loss, hash_, w_});
   if (!metrics_.is_open()) return;
   const uint64_t received = server_->traffic().bytes_received;
-  const size_t members = LiveNames().size();
   nlohmann::json line = {
       {"step", step},
       {"name", self_.name},
