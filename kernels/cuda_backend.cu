@@ -12,6 +12,7 @@
 
 #include "activation.cuh"
 #include "allocator.cuh"
+#include "attention.cuh"
 #include "bias.cuh"
 #include "blas1.cuh"
 #include "check.cuh"
@@ -173,6 +174,18 @@ class CudaBackend final : public Backend {
     }
     cuda::Gemm(blas_, stream_, ta, tb, m, n, k, alpha, a, b, beta, c, p, a16, b16);
   }
+  void GemmStridedBatched(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda,
+                          int64_t stride_a, const float* b, int ldb, int64_t stride_b, float beta, float* c, int ldc,
+                          int64_t stride_c, int batch, Precision p) override {
+    Bind();
+    void *a16 = nullptr, *b16 = nullptr;
+    if (p == Precision::kBf16 || p == Precision::kFp16) {
+      a16 = a16_->Reserve(2 * cuda::StridedSpan(ta ? k : m, ta ? m : k, lda, stride_a, batch) + 2);
+      b16 = b16_->Reserve(2 * cuda::StridedSpan(tb ? n : k, tb ? k : n, ldb, stride_b, batch) + 2);
+    }
+    cuda::GemmStridedBatched(blas_, stream_, ta, tb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b, beta, c, ldc,
+                             stride_c, batch, p, a16, b16);
+  }
   void Axpy(size_t n, float alpha, const float* x, float* y) override {
     Bind();
     LaunchAxpy(stream_, n, alpha, x, y);
@@ -218,6 +231,14 @@ class CudaBackend final : public Backend {
                          const float* dy, float* dx, float* dgamma, float* dbeta) override {
     Bind();
     LaunchLayerNormBackward(stream_, rows, cols, x, gamma, mean, rstd, dy, dx, dgamma, dbeta);
+  }
+  void CausalSoftmax(int mats, int n, float scale, float* x) override {
+    Bind();
+    LaunchCausalSoftmax(stream_, mats, n, scale, x);
+  }
+  void CausalSoftmaxBackward(int mats, int n, float scale, const float* p, const float* dp, float* dx) override {
+    Bind();
+    LaunchCausalSoftmaxBackward(stream_, mats, n, scale, p, dp, dx);
   }
   void EmbeddingGather(int rows, int dim, const float* table, const int32_t* ids, float* out) override {
     Bind();

@@ -15,4 +15,16 @@ namespace shoal::cuda {
 void Gemm(cublasHandle_t h, cudaStream_t s, bool ta, bool tb, int m, int n, int k, float alpha, const float* a,
           const float* b, float beta, float* c, Precision p, void* a16, void* b16);
 
+// Backend::GemmStridedBatched the same way (cublas*StridedBatched). For bf16/fp16 the span
+// each operand's batch covers is converted whole (a16/b16: 2 * span bytes, StridedSpan).
+void GemmStridedBatched(cublasHandle_t h, cudaStream_t s, bool ta, bool tb, int m, int n, int k, float alpha,
+                        const float* a, int lda, long long stride_a, const float* b, int ldb, long long stride_b,
+                        float beta, float* c, int ldc, long long stride_c, int batch, Precision p, void* a16,
+                        void* b16);
+// Floats from the first element of a strided batch of [rows, cols] matrices (rows ld apart) to its last.
+inline size_t StridedSpan(int rows, int cols, int ld, long long stride, int batch) {
+  if (rows <= 0 || cols <= 0 || batch <= 0) return 0;
+  return static_cast<size_t>(stride) * (batch - 1) + static_cast<size_t>(rows - 1) * ld + cols;
+}
+
 }  // namespace shoal::cuda

@@ -153,6 +153,39 @@ TEST_F(CudaOps, SoftmaxCrossEntropy) {
   }
 }
 
+// The attention ops: strided batched GEMM in the layout attention uses (heads side by side in
+// fused rows) in every precision, and the causal softmax forward and backward.
+TEST_F(CudaOps, StridedBatchedGemmAndCausalSoftmax) {
+  const int seq = 67, heads = 3, hd = 24, width = 3 * heads * hd;
+  for (Precision p : {Precision::kFp32, Precision::kTf32, Precision::kBf16, Precision::kFp16}) {
+    const auto qkv = Random(static_cast<size_t>(seq) * width, -1, 1, 41);
+    std::vector<float> scores(static_cast<size_t>(heads) * seq * seq, 0.0f);
+    // scores_h = Q_h K_h^T, as attention computes them.
+    cpu_->GemmStridedBatched(false, true, seq, seq, hd, 0.5f, qkv.data(), width, hd, qkv.data() + heads * hd, width,
+                             hd, 0.0f, scores.data(), seq, static_cast<int64_t>(seq) * seq, heads, p);
+    auto d_qkv = Up(qkv);
+    DeviceArray<float> d_scores(gpu_.get(), scores.size());
+    gpu_->GemmStridedBatched(false, true, seq, seq, hd, 0.5f, d_qkv.get(), width, hd, d_qkv.get() + heads * hd, width,
+                             hd, 0.0f, d_scores.get(), seq, static_cast<int64_t>(seq) * seq, heads, p);
+    const double tolerance = p == Precision::kFp32 ? 1e-12 : p == Precision::kTf32 ? 1e-6 : 1e-4;
+    EXPECT_LE(Nmse(Down(d_scores, scores.size()), scores), tolerance) << PrecisionName(p);
+  }
+  const int mats = 5, n = 130;
+  const auto x = Random(static_cast<size_t>(mats) * n * n, -6, 6, 42), dp = Random(x.size(), -1, 1, 43);
+  std::vector<float> probs = x, dx(x.size());
+  cpu_->CausalSoftmax(mats, n, 0.3f, probs.data());
+  cpu_->CausalSoftmaxBackward(mats, n, 0.3f, probs.data(), dp.data(), dx.data());
+  auto d_x = Up(x), d_dp = Up(dp);
+  DeviceArray<float> d_dx(gpu_.get(), x.size());
+  gpu_->CausalSoftmax(mats, n, 0.3f, d_x.get());
+  gpu_->CausalSoftmaxBackward(mats, n, 0.3f, d_x.get(), d_dp.get(), d_dx.get());
+  const auto got = Down(d_x, x.size());
+  EXPECT_LE(Nmse(got, probs), 1e-12);
+  EXPECT_LE(Nmse(Down(d_dx, dx.size()), dx), 1e-10);
+  for (int i = 0; i < n; ++i)
+    for (int j = i + 1; j < n; ++j) ASSERT_EQ(got[static_cast<size_t>(i) * n + j], 0.0f) << "masked entry written";
+}
+
 TEST_F(CudaOps, LayerNormEmbeddingSumSquares) {
   for (auto [rows, cols] : {std::pair{1, 3}, std::pair{17, 129}, std::pair{256, 1024}}) {
     const auto x = Random(static_cast<size_t>(rows) * cols, -3, 3, 11), g = Random(cols, 0.5, 1.5, 12),

@@ -43,6 +43,14 @@ class Backend {
             float beta, float* c) {
     GemmEx(trans_a, trans_b, m, n, k, alpha, a, b, beta, c, Precision::kFp32);
   }
+  // `batch` GEMMs with leading dimensions, row-major as GemmEx: for i < batch,
+  // C_i = alpha * op(A_i) op(B_i) + beta * C_i, where X_i starts at x + i * stride_x and the
+  // rows of X_i (as stored) lie ldx floats apart. Attention runs one call per sequence,
+  // batched over heads, reading Q, K and V in place from the fused qkv rows and writing each
+  // head's output into its columns. `precision` as GemmEx.
+  virtual void GemmStridedBatched(bool trans_a, bool trans_b, int m, int n, int k, float alpha, const float* a,
+                                  int lda, int64_t stride_a, const float* b, int ldb, int64_t stride_b, float beta,
+                                  float* c, int ldc, int64_t stride_c, int batch, Precision precision) = 0;
   // y += alpha * x
   virtual void Axpy(size_t n, float alpha, const float* x, float* y) = 0;
   // x *= alpha
@@ -73,6 +81,16 @@ class Backend {
   virtual void EmbeddingGather(int rows, int dim, const float* table, const int32_t* ids, float* out) = 0;
   // dtable[ids[r], :] += dout[r, :] (ids may repeat; on CUDA the order of the additions is not fixed).
   virtual void EmbeddingScatterAdd(int rows, int dim, const float* dout, const int32_t* ids, float* dtable) = 0;
+
+  // Attention ------------------------------------------------------------------------------------
+  // Causal softmax, in place, over `mats` contiguous [n, n] score matrices: row i becomes
+  // softmax(scale * x[i, 0..i]) on its first i + 1 entries (position i attends to positions
+  // up to i) and exactly 0 after them.
+  virtual void CausalSoftmax(int mats, int n, float scale, float* x) = 0;
+  // Its backward from the probabilities p (CausalSoftmax's output) and dp = dL/dp:
+  // OVERWRITES dx = dL/dx = scale * p * (dp - sum_j p_j dp_j), row by row (0 where masked).
+  // dx may alias dp.
+  virtual void CausalSoftmaxBackward(int mats, int n, float scale, const float* p, const float* dp, float* dx) = 0;
 
   // Reductions (result on the host) ----------------------------------------------------------
   // sum of x[i]^2, accumulated in double; NaN or Inf anywhere gives a non-finite result, which

@@ -47,6 +47,24 @@ class CpuBackend final : public Backend {
                 alpha, a, ta ? m : k, b, tb ? k : n, beta, c, n);
   }
 
+  void GemmStridedBatched(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda,
+                          int64_t stride_a, const float* b, int ldb, int64_t stride_b, float beta, float* c, int ldc,
+                          int64_t stride_c, int batch, Precision precision) override {
+    for (int i = 0; i < batch; ++i) {
+      const float* ai = a + i * stride_a;
+      const float* bi = b + i * stride_b;
+      int ld_a = lda, ld_b = ldb;
+      if (precision != Precision::kFp32) {  // pack and round, as GemmEx
+        ai = Rounded(ai, ta ? k : m, ta ? m : k, lda, precision, &round_a_);
+        bi = Rounded(bi, tb ? n : k, tb ? k : n, ldb, precision, &round_b_);
+        ld_a = ta ? m : k;
+        ld_b = tb ? k : n;
+      }
+      cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, ai,
+                  ld_a, bi, ld_b, beta, c + i * stride_c, ldc);
+    }
+  }
+
   void Axpy(size_t n, float alpha, const float* x, float* y) override {
     for (size_t i = 0; i < n; ++i) y[i] += alpha * x[i];
   }
@@ -128,6 +146,33 @@ class CpuBackend final : public Backend {
       dbeta[c] = static_cast<float>(db[static_cast<size_t>(c)]);
     }
   }
+  void CausalSoftmax(int mats, int n, float scale, float* x) override {
+    for (int64_t r = 0; r < static_cast<int64_t>(mats) * n; ++r) {
+      float* row = x + r * n;
+      const int seen = static_cast<int>(r % n) + 1;  // entries 0..i
+      float top = -INFINITY;
+      for (int j = 0; j < seen; ++j) top = std::max(top, scale * row[j]);
+      double sum = 0.0;
+      for (int j = 0; j < seen; ++j) sum += row[j] = std::exp(scale * row[j] - top);
+      const float inv = static_cast<float>(1.0 / sum);
+      for (int j = 0; j < seen; ++j) row[j] *= inv;
+      for (int j = seen; j < n; ++j) row[j] = 0.0f;
+    }
+  }
+  void CausalSoftmaxBackward(int mats, int n, float scale, const float* p, const float* dp, float* dx) override {
+    for (int64_t r = 0; r < static_cast<int64_t>(mats) * n; ++r) {
+      const float* pr = p + r * n;
+      const float* dpr = dp + r * n;
+      float* dxr = dx + r * n;
+      const int seen = static_cast<int>(r % n) + 1;
+      double dot = 0.0;
+      for (int j = 0; j < seen; ++j) dot += static_cast<double>(pr[j]) * dpr[j];
+      const float d = static_cast<float>(dot);
+      for (int j = 0; j < seen; ++j) dxr[j] = scale * pr[j] * (dpr[j] - d);
+      for (int j = seen; j < n; ++j) dxr[j] = 0.0f;
+    }
+  }
+
   void EmbeddingGather(int rows, int dim, const float* table, const int32_t* ids, float* out) override {
     for (int r = 0; r < rows; ++r)
       std::memcpy(out + static_cast<size_t>(r) * dim, table + static_cast<size_t>(ids[r]) * dim, sizeof(float) * dim);
@@ -203,6 +248,15 @@ class CpuBackend final : public Backend {
   }
 
  private:
+  // The [rows, cols] matrix at x (rows ld apart), packed into *out and rounded to `p`.
+  static const float* Rounded(const float* x, int rows, int cols, int ld, Precision p, std::vector<float>* out) {
+    out->resize(static_cast<size_t>(rows) * cols);
+    for (int r = 0; r < rows; ++r)
+      std::memcpy(out->data() + static_cast<size_t>(r) * cols, x + static_cast<size_t>(r) * ld, sizeof(float) * cols);
+    RoundTo(p, out->data(), out->size());
+    return out->data();
+  }
+
   std::vector<float> round_a_, round_b_;  // GemmEx operands rounded to a reduced precision
 };
 

@@ -1,7 +1,8 @@
 // The CPU reference backend's newer ops against independent references: precision rounding
 // against IEEE values worked out by hand, reduced-precision GEMM against a double-precision
 // GEMM of the rounded operands, layer norm against its formula and finite differences,
-// embeddings and sums of squares against loops. (tests/cuda/ checks CUDA against these.)
+// embeddings and sums of squares against loops, strided batched GEMM and causal softmax
+// against naive references and finite differences. (tests/cuda/ checks CUDA against these.)
 #include <gtest/gtest.h>
 
 #include <cfloat>
@@ -139,6 +140,83 @@ TEST(CpuBackend, LayerNormMatchesItsFormulaAndFiniteDifferences) {
   EXPECT_TRUE(GradientMatches(loss, &x, dx, 1e-2f, 2e-2, 2e-3));
   EXPECT_TRUE(GradientMatches(loss, &gamma, dgamma, 1e-2f, 2e-2, 2e-3));
   EXPECT_TRUE(GradientMatches(loss, &beta, dbeta, 1e-2f, 2e-2, 2e-3));
+}
+
+// Strided batched GEMM reads every operand through its leading dimension and stride: the
+// attention layout (Q, K, V interleaved in fused rows, heads side by side), against per-matrix
+// double GEMMs of the same elements, in every transpose combination and for bf16.
+TEST(CpuBackend, StridedBatchedGemmReadsThroughLeadingDimensionsAndStrides) {
+  auto be = MakeCpuBackend();
+  const int m = 5, n = 4, k = 3, batch = 3, pad = 2;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (Precision p : {Precision::kFp32, Precision::kBf16}) {
+        const int a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
+        const int lda = a_cols * batch + pad, ldb = b_cols * batch + pad, ldc = n + pad;
+        // Matrix i of A starts i * a_cols floats into each row (heads side by side).
+        auto a = UniformVector(static_cast<size_t>(a_rows) * lda, -1.0f, 1.0f, 21);
+        auto b = UniformVector(static_cast<size_t>(b_rows) * ldb, -1.0f, 1.0f, 22);
+        auto c = UniformVector(static_cast<size_t>(batch) * m * ldc, -1.0f, 1.0f, 23);
+        const auto c0 = c;
+        const float alpha = 0.75f, beta = 0.5f;
+        be->GemmStridedBatched(ta, tb, m, n, k, alpha, a.data(), lda, a_cols, b.data(), ldb, b_cols, beta, c.data(),
+                               ldc, static_cast<int64_t>(m) * ldc, batch, p);
+        auto round = [&](float v) { return p == Precision::kBf16 ? RoundToBf16(v) : v; };
+        for (int i = 0; i < batch; ++i)
+          for (int r = 0; r < m; ++r)
+            for (int col = 0; col < ldc; ++col) {
+              const size_t at = static_cast<size_t>(i) * m * ldc + static_cast<size_t>(r) * ldc + col;
+              if (col >= n) {
+                EXPECT_EQ(c[at], c0[at]) << "padding is never written";
+                continue;
+              }
+              double want = 0.0;
+              for (int q = 0; q < k; ++q) {
+                const float av = ta ? a[static_cast<size_t>(q) * lda + i * a_cols + r] : a[static_cast<size_t>(r) * lda + i * a_cols + q];
+                const float bv = tb ? b[static_cast<size_t>(col) * ldb + i * b_cols + q] : b[static_cast<size_t>(q) * ldb + i * b_cols + col];
+                want += static_cast<double>(round(av)) * round(bv);
+              }
+              want = alpha * want + beta * c0[at];
+              EXPECT_NEAR(c[at], want, 1e-5) << ta << tb << " matrix " << i << " (" << r << "," << col << ")";
+            }
+      }
+}
+
+// Causal softmax: each row is a softmax over the positions up to its own, exact zeros after,
+// against a double reference; its backward against central differences of sum(w * p).
+TEST(CpuBackend, CausalSoftmaxMasksLaterPositionsAndMatchesFiniteDifferences) {
+  auto be = MakeCpuBackend();
+  const int mats = 3, n = 6;
+  const float scale = 0.7f;
+  auto x = UniformVector(static_cast<size_t>(mats) * n * n, -4.0f, 4.0f, 31);
+  std::vector<float> p = x;
+  be->CausalSoftmax(mats, n, scale, p.data());
+  for (int m = 0; m < mats; ++m)
+    for (int i = 0; i < n; ++i) {
+      const size_t row = (static_cast<size_t>(m) * n + i) * n;
+      double z = 0.0;
+      for (int j = 0; j <= i; ++j) z += std::exp(static_cast<double>(scale) * x[row + j]);
+      for (int j = 0; j < n; ++j) {
+        if (j > i) {
+          EXPECT_EQ(p[row + j], 0.0f) << "position " << i << " sees " << j;
+          continue;
+        }
+        EXPECT_NEAR(p[row + j], std::exp(static_cast<double>(scale) * x[row + j]) / z, 1e-6);
+      }
+    }
+  const auto w = UniformVector(x.size(), -1.0f, 1.0f, 32);
+  auto loss = [&]() {
+    std::vector<float> q = x;
+    be->CausalSoftmax(mats, n, scale, q.data());
+    double l = 0.0;
+    for (size_t i = 0; i < q.size(); ++i) l += static_cast<double>(w[i]) * q[i];
+    return l;
+  };
+  std::vector<float> dx = w;  // in place: dx aliases dp
+  be->CausalSoftmaxBackward(mats, n, scale, p.data(), dx.data(), dx.data());
+  EXPECT_TRUE(GradientMatches(loss, &x, dx, 1e-2f, 2e-2, 1e-4));
+  for (int i = 0; i < n; ++i)
+    for (int j = i + 1; j < n; ++j) EXPECT_EQ(dx[static_cast<size_t>(i) * n + j], 0.0f);
 }
 
 TEST(CpuBackend, EmbeddingGatherAndScatterAdd) {
