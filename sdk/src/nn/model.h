@@ -23,7 +23,7 @@ namespace shoal::nn {
 // What a model reads from a Batch.
 enum class BatchKind {
   kFeatures,  // dense feature rows with one class label each (tabular data: mlp, linear)
-  kTokens,    // token-id sequences (language models; reserved: no model consumes them yet)
+  kTokens,    // token-id sequences with their next tokens (language models: gpt)
 };
 
 // "features" | "tokens", for messages.
@@ -37,7 +37,8 @@ struct Batch {
   // kFeatures: features[rows, input_dim] row-major and labels[rows] in [0, num_classes).
   const float* features = nullptr;
   const int32_t* labels = nullptr;
-  // kTokens: tokens[rows, seq_len] row-major, ids in [0, vocab_size).
+  // kTokens: tokens[rows, seq_len] row-major, ids in [0, vocab_size), and in `labels`
+  // [rows, seq_len] each position's target: the token that follows it.
   const int32_t* tokens = nullptr;
   int seq_len = 0;
 
@@ -47,6 +48,15 @@ struct Batch {
     b.rows = rows;
     b.features = features;
     b.labels = labels;
+    return b;
+  }
+  static Batch Tokens(const int32_t* tokens, const int32_t* targets, int rows, int seq_len) {
+    Batch b;
+    b.kind = BatchKind::kTokens;
+    b.rows = rows;
+    b.tokens = tokens;
+    b.labels = targets;
+    b.seq_len = seq_len;
     return b;
   }
 };

@@ -1,5 +1,6 @@
 #include "nn/model_registry.h"
 
+#include "nn/gpt.h"
 #include "nn/mlp.h"
 #include "nn/model_spec.h"
 
@@ -15,6 +16,12 @@ StatusOr<std::unique_ptr<Model>> MakeMlp(const std::string& spec, const ModelInp
   return std::unique_ptr<Model>(std::move(mlp));
 }
 
+StatusOr<std::unique_ptr<Model>> MakeGpt(const std::string& spec, const ModelInputs& inputs, Backend* backend) {
+  SHOAL_ASSIGN_OR_RETURN(GptSpec parsed, ParseGptSpec(spec));
+  SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<Gpt> gpt, Gpt::Create(parsed, inputs.vocab_size, backend));
+  return std::unique_ptr<Model>(std::move(gpt));
+}
+
 struct Registration {
   const char* kind;
   ModelFactory make;
@@ -22,6 +29,7 @@ struct Registration {
 
 // Sorted by kind.
 constexpr Registration kModels[] = {
+    {"gpt", MakeGpt},
     {"linear", MakeMlp},
     {"mlp", MakeMlp},
 };

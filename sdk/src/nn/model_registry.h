@@ -4,6 +4,7 @@
 //
 //   "mlp", "mlp:H1,H2,...[,act=relu|gelu]"  multi-layer perceptron (nn/mlp.h; grammar in nn/model_spec.h)
 //   "linear"                                 softmax regression: the MLP without a hidden layer
+//   "gpt", "gpt:layers=L,dim=D,heads=H,ctx=T" GPT-style decoder on token data (nn/gpt.h; grammar in nn/gpt_spec.h)
 //
 // A new kind adds one factory to the table in model_registry.cc.
 #pragma once
@@ -19,7 +20,7 @@
 
 namespace shoal::nn {
 
-// The kinds MakeModel knows, sorted: "linear", "mlp".
+// The kinds MakeModel knows, sorted: "gpt", "linear", "mlp".
 std::vector<std::string> ModelKinds();
 
 // The model `spec` names, for data of shape `inputs`, computing on `backend` (which must

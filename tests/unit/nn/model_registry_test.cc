@@ -28,7 +28,9 @@ std::vector<float> InitBytes(const Model& model, uint64_t seed) {
   return {arena.data(), arena.data() + arena.size()};
 }
 
-TEST(ModelRegistry, KnowsMlpAndLinear) { EXPECT_EQ(ModelKinds(), (std::vector<std::string>{"linear", "mlp"})); }
+TEST(ModelRegistry, KnowsGptMlpAndLinear) {
+  EXPECT_EQ(ModelKinds(), (std::vector<std::string>{"gpt", "linear", "mlp"}));
+}
 
 class ModelRegistrySpecs : public ::testing::TestWithParam<const char*> {};
 
@@ -67,14 +69,14 @@ INSTANTIATE_TEST_SUITE_P(All, ModelRegistrySpecs,
 
 TEST(ModelRegistry, RefusesAnUnknownKindNamingTheKnownOnes) {
   auto backend = MakeCpuBackend();
-  for (const char* spec : {"cnn", "cnn:3,3", "", "MLP:64", "gpt:layers=2"}) {
+  for (const char* spec : {"cnn", "cnn:3,3", "", "MLP:64", "transformer:layers=2"}) {
     auto model = MakeModel(spec, {12, 5, 0}, backend.get());
     ASSERT_FALSE(model.ok()) << spec;
     EXPECT_EQ(model.status().code(), StatusCode::kInvalidArgument) << spec;
     const std::string message = model.status().message();
     const std::string kind = std::string(spec).substr(0, std::string(spec).find(':'));
     EXPECT_NE(message.find("unknown model kind '" + kind + "'"), std::string::npos) << message;
-    EXPECT_NE(message.find("linear, mlp"), std::string::npos) << message;
+    EXPECT_NE(message.find("gpt, linear, mlp"), std::string::npos) << message;
   }
 }
 
@@ -90,6 +92,18 @@ TEST(ModelRegistry, PassesOnTheKindsOwnErrors) {
   ASSERT_FALSE(one_class.ok());
   EXPECT_NE(one_class.status().message().find("2 classes"), std::string::npos) << one_class.status().message();
   EXPECT_EQ(MakeModel("mlp", {12, 5, 0}, nullptr).status().code(), StatusCode::kInvalidArgument);
+  // A language model needs token data, and a shape its parser accepts.
+  auto gpt_on_features = MakeModel("gpt", {12, 5, 0}, backend.get());
+  ASSERT_FALSE(gpt_on_features.ok());
+  EXPECT_NE(gpt_on_features.status().message().find("needs token data"), std::string::npos)
+      << gpt_on_features.status().message();
+  auto odd_heads = MakeModel("gpt:dim=10,heads=4", {0, 0, 256}, backend.get());
+  ASSERT_FALSE(odd_heads.ok());
+  EXPECT_NE(odd_heads.status().message().find("not a multiple of heads=4"), std::string::npos);
+  auto gpt = MakeModel("gpt:layers=2,dim=8,heads=2,ctx=5", {0, 0, 256}, backend.get());
+  ASSERT_TRUE(gpt.ok()) << gpt.status().ToString();
+  EXPECT_EQ((*gpt)->batch_kind(), BatchKind::kTokens);
+  EXPECT_EQ((*gpt)->inputs().vocab_size, 256);
 }
 
 TEST(ModelRegistry, InputsOfADataset) {
