@@ -2,22 +2,32 @@
 """PyTorch's time for the step that bench/train_step_bench.cc times in Shoal.
 
 One local training step of an MLP on digits-shaped data (64 features, 10 classes):
-zero_grad + forward + CrossEntropyLoss + backward + SGD(lr=0.01, momentum=0.9) step, float32,
-single-threaded (torch.set_num_threads(1)). Same model specs and batch sizes as Shoal's bench.
+zero_grad + forward + CrossEntropyLoss + backward + SGD(lr=0.01, momentum=0.9) step; and of
+the GPT (tests/data/torch_gpt.py, Shoal's nn::Gpt in PyTorch) on random byte tokens with an
+AdamW step. float32, single-threaded (torch.set_num_threads(1)). Same model specs and batch
+sizes as Shoal's bench.
 
     /usr/bin/python3 bench/torch_train_step.py          # a table
     /usr/bin/python3 bench/torch_train_step.py --json   # one JSON object per line (for the .sh)
 """
 import argparse
 import json
+import os
+import sys
 import time
 
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "data"))
+from torch_gpt import Gpt  # noqa: E402
 
 INPUT_DIM = 64
 CLASSES = 10
 CASES = [("mlp:64", [64]), ("mlp:256,256", [256, 256])]
 BATCHES = [32, 256]
+# (name, layers, dim, heads, ctx, batch): the CPU-scale language model of issue 14, byte tokens.
+GPT_CASES = [("gpt:layers=3,dim=96,heads=4,ctx=64", 3, 96, 4, 64, 8)]
+VOCAB = 256
 
 
 def make_model(hidden):
@@ -29,7 +39,7 @@ def make_model(hidden):
     return torch.nn.Sequential(*layers)
 
 
-def time_step(hidden, batch, min_time, repetitions):
+def mlp_step(hidden, batch):
     torch.manual_seed(1)
     model = make_model(hidden)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -43,6 +53,25 @@ def time_step(hidden, batch, min_time, repetitions):
         loss.backward()
         opt.step()
 
+    return step
+
+
+def gpt_step(layers, dim, heads, ctx, batch):
+    torch.manual_seed(1)
+    model = Gpt(layers, dim, heads, ctx, VOCAB)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
+    tokens = torch.randint(0, VOCAB, (batch, ctx + 1))
+    x, y = tokens[:, :-1], tokens[:, 1:]
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        model(x, y).backward()
+        opt.step()
+
+    return step
+
+
+def time_step(step, min_time, repetitions):
     for _ in range(50):  # warm-up: allocator, momentum buffers
         step()
     # Like Google Benchmark: grow the iteration count until one run lasts min_time, then
@@ -77,14 +106,14 @@ def main():
     if not args.json:
         print(f"torch {torch.__version__}, 1 thread")
         print(f"{'benchmark':<32} {'us/step':>10}")
-    for spec, hidden in CASES:
-        for batch in BATCHES:
-            name = f"TrainStep/{spec}/batch:{batch}"
-            seconds = time_step(hidden, batch, args.min_time, args.repetitions)
-            if args.json:
-                print(json.dumps({"name": name, "us_per_step": seconds * 1e6, "torch": torch.__version__}))
-            else:
-                print(f"{name:<32} {seconds * 1e6:>10.2f}")
+    cases = [(f"TrainStep/{spec}/batch:{batch}", mlp_step(hidden, batch)) for spec, hidden in CASES for batch in BATCHES]
+    cases += [(f"TrainStep/{spec}/batch:{batch}", gpt_step(*shape, batch)) for spec, *shape, batch in GPT_CASES]
+    for name, step in cases:
+        seconds = time_step(step, args.min_time, args.repetitions)
+        if args.json:
+            print(json.dumps({"name": name, "us_per_step": seconds * 1e6, "torch": torch.__version__}))
+        else:
+            print(f"{name:<32} {seconds * 1e6:>10.2f}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
-// One local training step of the built-in MLP on the CPU backend, single-threaded:
-// forward + softmax cross-entropy + backward + SGD (momentum 0.9) step, on digits-shaped
-// data (64 features, 10 classes). bench/torch_train_step.py times the same step in PyTorch
+// One local training step on the CPU backend, single-threaded: the built-in MLP (forward +
+// softmax cross-entropy + backward + SGD momentum 0.9 step) on digits-shaped data (64
+// features, 10 classes), and the GPT (nn/gpt.h) on random byte tokens with an AdamW step. bench/torch_train_step.py times the same step in PyTorch
 // and bench/train_step_vs_torch.sh prints the two side by side.
 //
 //   build/bin/train_step_bench [--benchmark_filter=...]
@@ -12,6 +12,7 @@
 
 #include "backend/backend.h"
 #include "core/rng.h"
+#include "nn/gpt_spec.h"
 #include "nn/model_registry.h"
 #include "nn/optimizer.h"
 
@@ -55,7 +56,43 @@ void BM_TrainStep(benchmark::State& state, const std::string& model_spec, int ba
   state.counters["params"] = static_cast<double>(params.size());
 }
 
+void BM_GptStep(benchmark::State& state, const std::string& model_spec, int batch) {
+  auto backend = MakeCpuBackend();
+  auto model = nn::MakeModel(model_spec, {0, 0, 256}, backend.get());
+  if (!model.ok()) return state.SkipWithError(model.status().ToString().c_str());
+  ParameterArena params;
+  (*model)->Init(&params, 1);
+  OptimizerConfig config;
+  config.name = "adamw";
+  config.learning_rate = 1e-3f;
+  config.weight_decay = 0.1f;
+  auto optimizer = nn::MakeOptimizer(config, params.size(), backend.get());
+  if (!optimizer.ok()) return state.SkipWithError(optimizer.status().ToString().c_str());
+  const int ctx = nn::ParseGptSpec(model_spec)->ctx;
+  Rng rng(2);
+  std::vector<int32_t> tokens(static_cast<size_t>(batch) * (ctx + 1));
+  for (int32_t& t : tokens) t = static_cast<int32_t>(rng.Below(256));
+  std::vector<int32_t> x, y;
+  for (int r = 0; r < batch; ++r) {
+    x.insert(x.end(), tokens.begin() + r * (ctx + 1), tokens.begin() + r * (ctx + 1) + ctx);
+    y.insert(y.end(), tokens.begin() + r * (ctx + 1) + 1, tokens.begin() + (r + 1) * (ctx + 1));
+  }
+  std::vector<float> grads(params.size());
+  const nn::Batch b = nn::Batch::Tokens(x.data(), y.data(), batch, ctx);
+  for (auto _ : state) {
+    (*model)->ForwardBackward(params.data(), b, grads.data(), 1.0f);
+    (*optimizer)->Step(params.data(), grads.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(state.iterations() * batch * ctx);
+  state.counters["params"] = static_cast<double>(params.size());
+}
+
 void RegisterAll() {
+  for (const char* spec : {"gpt:layers=3,dim=96,heads=4,ctx=64", "gpt:layers=3,dim=96,heads=4,ctx=64,ckpt=1"})
+    benchmark::RegisterBenchmark(("TrainStep/" + std::string(spec) + "/batch:8").c_str(),
+                                 [spec](benchmark::State& st) { BM_GptStep(st, spec, 8); })
+        ->Unit(benchmark::kMicrosecond);
   for (const char* spec : {"mlp:64", "mlp:256,256"})
     for (int batch : {32, 256})
       benchmark::RegisterBenchmark(("TrainStep/" + std::string(spec) + "/batch:" + std::to_string(batch)).c_str(),
