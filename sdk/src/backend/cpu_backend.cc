@@ -78,11 +78,14 @@ class CpuBackend final : public Backend {
     }
   }
   void SumRows(int rows, int cols, const float* x, float beta, float* out) override {
-    for (int c = 0; c < cols; ++c) {
-      double s = 0.0;
-      for (int r = 0; r < rows; ++r) s += x[static_cast<size_t>(r) * cols + c];
-      out[c] = (beta == 0.0f ? 0.0f : beta * out[c]) + static_cast<float>(s);
+    // Row by row into double column sums (contiguous, vectorizable; the same additions, in
+    // the same order per column, as a column-by-column loop).
+    sums_.assign(static_cast<size_t>(cols), 0.0);
+    for (int r = 0; r < rows; ++r) {
+      const float* row = x + static_cast<size_t>(r) * cols;
+      for (int c = 0; c < cols; ++c) sums_[c] += row[c];
     }
+    for (int c = 0; c < cols; ++c) out[c] = (beta == 0.0f ? 0.0f : beta * out[c]) + static_cast<float>(sums_[c]);
   }
 
   void Relu(size_t n, const float* x, float* y) override {
@@ -258,6 +261,7 @@ class CpuBackend final : public Backend {
   }
 
   std::vector<float> round_a_, round_b_;  // GemmEx operands rounded to a reduced precision
+  std::vector<double> sums_;              // SumRows' column sums
 };
 
 }  // namespace
