@@ -3,15 +3,13 @@
 namespace shoal::protocol {
 namespace {
 
-std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
-
 StatusOr<Body> DecodeBody(const wire::Envelope* env) {
   switch (env->message_type()) {
     case MessageKind::Hello: {
       const wire::Hello* h = env->message_as_Hello();
       SHOAL_RETURN_IF_ERROR(CheckString(h->client_name(), "client_name", false));
       SHOAL_RETURN_IF_ERROR(CheckString(h->trainer(), "trainer", false));
-      Hello out{Str(h->client_name()), h->num_examples(), Str(h->trainer()), {}};
+      Hello out{StringOrEmpty(h->client_name()), h->num_examples(), StringOrEmpty(h->trainer()), {}};
       if (h->codecs())
         for (const auto* s : *h->codecs())
           if (s && s->size() <= 64) out.codecs.push_back(s->str());
@@ -30,10 +28,10 @@ StatusOr<Body> DecodeBody(const wire::Envelope* env) {
       if (config.ok()) out.config = *config;
       else out.config_error = config.status().message();
       out.deadline_ms = t->deadline_ms();
-      out.model_hash = Str(t->model_hash());
+      out.model_hash = StringOrEmpty(t->model_hash());
       out.encoding = t->encoding();
       out.chunk = ViewChunk(t->payload());
-      out.base_hash = Str(t->base_hash());
+      out.base_hash = StringOrEmpty(t->base_hash());
       out.delta_round = t->delta_round();
       return Body(std::move(out));
     }
@@ -45,14 +43,14 @@ StatusOr<Body> DecodeBody(const wire::Envelope* env) {
     case MessageKind::Resync: {
       const wire::Resync* r = env->message_as_Resync();
       SHOAL_RETURN_IF_ERROR(CheckString(r->have_hash(), "have_hash", false));
-      return Body(Resync{Str(r->have_hash())});
+      return Body(Resync{StringOrEmpty(r->have_hash())});
     }
     case MessageKind::Ack:
       return Body(Ack{env->message_as_Ack()->accepted()});
     case MessageKind::Error: {
       const wire::Error* e = env->message_as_Error();
       SHOAL_RETURN_IF_ERROR(CheckString(e->reason(), "reason", false));
-      return Body(ErrorReply{e->code(), Str(e->reason())});
+      return Body(ErrorReply{e->code(), StringOrEmpty(e->reason())});
     }
     case MessageKind::Heartbeat: {
       const wire::Heartbeat* h = env->message_as_Heartbeat();
@@ -61,7 +59,7 @@ StatusOr<Body> DecodeBody(const wire::Envelope* env) {
     case MessageKind::Bye: {
       const wire::Bye* b = env->message_as_Bye();
       SHOAL_RETURN_IF_ERROR(CheckString(b->reason(), "reason", false));
-      return Body(Bye{Str(b->reason())});
+      return Body(Bye{StringOrEmpty(b->reason())});
     }
     default:
       return Body(Other{env->message_type()});

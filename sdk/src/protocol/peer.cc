@@ -29,7 +29,7 @@ double SwarmInfo::Param(const std::string& name, double fallback) const {
 }
 
 bool ValidPeerName(const std::string& s) {
-  if (s.empty() || s.size() > 64) return false;
+  if (s.empty() || s.size() > kMaxPeerName) return false;
   return std::all_of(s.begin(), s.end(), [](char c) { return c > 32 && c < 127; });
 }
 
@@ -94,7 +94,7 @@ StatusOr<PeerInfo> DecodePeerInfo(const wire::PeerInfo* p) {
   PeerInfo out;
   out.name = p->name()->str();
   out.endpoint = p->endpoint()->str();
-  out.curve_key = p->curve_key() ? p->curve_key()->str() : "";
+  out.curve_key = StringOrEmpty(p->curve_key());
   if (!ValidPeerName(out.name)) return Status::Protocol("member name must be 1-64 printable characters");
   if (out.endpoint.rfind("tcp://", 0) != 0 && out.endpoint.rfind("ipc://", 0) != 0)
     return Status::Protocol("member endpoint '" + out.endpoint + "' is not tcp:// or ipc://");
@@ -128,7 +128,7 @@ StatusOr<SwarmInfo> DecodeMembers(const wire::Members* m) {
   if (m->params()) {
     if (m->params()->size() > kMaxSwarmParams) return Status::Protocol("too many swarm parameters");
     for (const auto* p : *m->params()) {
-      if (!p || !p->name() || p->name()->size() > 64 || !std::isfinite(p->value()))
+      if (!p || !p->name() || p->name()->size() > kMaxMetricName || !std::isfinite(p->value()))
         return Status::Protocol("bad swarm parameter");
       out.params.emplace_back(p->name()->str(), p->value());
     }
