@@ -37,5 +37,6 @@ inline constexpr size_t kMaxClientName = 64;  // printable ASCII, no spaces
 inline constexpr size_t kMaxPeerName = kMaxClientName;  // the same rules as client names
 inline constexpr size_t kMaxMembers = 4096;             // also the entries of a Commit
 inline constexpr size_t kMaxSwarmParams = 64;
+inline constexpr size_t kHashHexChars = 64;             // a BLAKE2b-256 hash in hex (base and payload hashes)
 
 }  // namespace shoal::protocol

@@ -3,6 +3,13 @@
 namespace shoal::protocol {
 namespace {
 
+// A peer message's typed value (its decoder in peer.cc) as a Body.
+template <typename T>
+StatusOr<Body> AsBody(StatusOr<T> decoded) {
+  if (!decoded.ok()) return decoded.status();
+  return Body(std::move(decoded).value());
+}
+
 StatusOr<Body> DecodeBody(const wire::Envelope* env) {
   switch (env->message_type()) {
     case MessageKind::Hello: {
@@ -61,8 +68,15 @@ StatusOr<Body> DecodeBody(const wire::Envelope* env) {
       SHOAL_RETURN_IF_ERROR(CheckString(b->reason(), "reason", false));
       return Body(Bye{StringOrEmpty(b->reason())});
     }
-    default:
-      return Body(Other{env->message_type()});
+    case MessageKind::Join: return AsBody(DecodeJoin(env->message_as_Join()));
+    case MessageKind::Members: return AsBody(DecodeMembers(env->message_as_Members()));
+    case MessageKind::PeerUpdate: return AsBody(DecodePeerUpdate(env->message_as_PeerUpdate()));
+    case MessageKind::Commit: return AsBody(DecodeCommit(env->message_as_Commit()));
+    case MessageKind::StateRequest: return AsBody(DecodeStateRequest(env->message_as_StateRequest()));
+    case MessageKind::State: return AsBody(DecodeState(env->message_as_State()));
+    case MessageKind::UpdateFetch: return AsBody(DecodeUpdateFetch(env->message_as_UpdateFetch()));
+    default:  // VerifyFrame lets no other kind through
+      return Status::Protocol(std::string("no decoder for message kind ") + MessageName(env->message_type()));
   }
 }
 
@@ -74,13 +88,17 @@ MessageKind KindOf(const Verified& frame) {
   return frame.envelope ? frame.envelope->message_type() : MessageKind::NONE;
 }
 
-StatusOr<Message> DecodeMessage(const Verified& frame) {
+Header HeaderOf(const Verified& frame) {
   const wire::Envelope* env = frame.envelope;
-  if (!env) return Status::Protocol("frame was not verified");
+  return env ? Header{env->session(), env->round(), env->sender(), env->sequence()} : Header{};
+}
+
+StatusOr<Message> DecodeMessage(const Verified& frame) {
+  if (!frame.envelope) return Status::Protocol("frame was not verified");
   Message m;
-  m.header = Header{env->session(), env->round(), env->sender(), env->sequence()};
-  m.kind = env->message_type();
-  SHOAL_ASSIGN_OR_RETURN(m.body, DecodeBody(env));
+  m.header = HeaderOf(frame);
+  m.kind = KindOf(frame);
+  SHOAL_ASSIGN_OR_RETURN(m.body, DecodeBody(frame.envelope));
   return m;
 }
 

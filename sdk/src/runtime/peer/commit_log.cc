@@ -66,7 +66,7 @@ void Peer::HandleCommit(const std::string& from, const wire::Envelope* env) {
     }
     return;
   }
-  commits_[step] = PendingCommit{from, std::move(*entries), model_hash, Clock::now()};
+  commits_[step] = PendingCommit{from, std::move(entries->entries), model_hash, Clock::now()};
 }
 
 void Peer::TryApplyCommits() {
