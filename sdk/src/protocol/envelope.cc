@@ -43,6 +43,8 @@ Status CheckString(const flatbuffers::String* s, const char* what, bool required
   return Status::Ok();
 }
 
+std::string StringOrEmpty(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+
 Verified VerifyFrame(std::span<const uint8_t> frame, size_t max_frame_bytes) {
   Verified v;
   v.error = wire::ErrorCode::MalformedFrame;
@@ -386,7 +388,7 @@ StatusOr<std::vector<std::pair<std::string, double>>> DecodeMetrics(
   if (!metrics) return out;
   if (metrics->size() > kMaxMetrics) return Status::Protocol("too many metrics (limit 64)");
   for (const auto* m : *metrics) {
-    if (!m->name() || m->name()->size() == 0 || m->name()->size() > 64)
+    if (!m->name() || m->name()->size() == 0 || m->name()->size() > kMaxMetricName)
       return Status::Protocol("metric without a name or with a name over 64 bytes");
     if (!Finite(m->value())) return Status::Protocol("metric '" + m->name()->str() + "' is not finite");
     out.emplace_back(m->name()->str(), m->value());

@@ -148,13 +148,14 @@ StatusOr<RoundConfig> DecodeRoundConfig(const wire::RoundConfig* c, uint64_t rou
 StatusOr<std::vector<std::pair<std::string, double>>> DecodeMetrics(
     const flatbuffers::Vector<flatbuffers::Offset<wire::Metric>>* metrics);
 
-// Building blocks shared with the other message files (peer.cc): the envelope around a
-// message, a chunk, a task table, and the string check every decoder applies (present when
-// required, at most 4096 bytes).
+// Building blocks shared with the other message files (messages.cc, peer.cc): the envelope
+// around a message, a chunk, a task table, the string check every decoder applies (present
+// when required, at most 4096 bytes), and a string's text ("" when absent).
 Frame Finish(flatbuffers::FlatBufferBuilder& fbb, const Header& h, wire::Message kind, flatbuffers::Offset<void> msg);
 flatbuffers::Offset<wire::Chunk> BuildChunk(flatbuffers::FlatBufferBuilder& fbb, const ChunkRef& c);
 flatbuffers::Offset<wire::TaskConfig> BuildTask(flatbuffers::FlatBufferBuilder& fbb, const TaskConfig& t);
 Status CheckString(const flatbuffers::String* s, const char* what, bool required);
+std::string StringOrEmpty(const flatbuffers::String* s);
 
 // Short name of a message kind for logs and metrics ("Hello", "Update", ...).
 const char* MessageName(wire::Message kind);

@@ -30,10 +30,13 @@ inline constexpr size_t kMaxLayoutTensors = 4096;
 inline constexpr size_t kMaxTensorRank = 8;
 // Free-form fields.
 inline constexpr size_t kMaxMetrics = 64;
+inline constexpr size_t kMaxMetricName = 64;  // also a swarm parameter's name
 inline constexpr size_t kMaxStringBytes = 4096;
 inline constexpr size_t kMaxClientName = 64;  // printable ASCII, no spaces
 // Peers.
-inline constexpr size_t kMaxMembers = 4096;
+inline constexpr size_t kMaxPeerName = kMaxClientName;  // the same rules as client names
+inline constexpr size_t kMaxMembers = 4096;             // also the entries of a Commit
 inline constexpr size_t kMaxSwarmParams = 64;
+inline constexpr size_t kHashHexChars = 64;             // a BLAKE2b-256 hash in hex (base and payload hashes)
 
 }  // namespace shoal::protocol

@@ -3,7 +3,12 @@
 namespace shoal::protocol {
 namespace {
 
-std::string Str(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+// A peer message's typed value (its decoder in peer.cc) as a Body.
+template <typename T>
+StatusOr<Body> AsBody(StatusOr<T> decoded) {
+  if (!decoded.ok()) return decoded.status();
+  return Body(std::move(decoded).value());
+}
 
 StatusOr<Body> DecodeBody(const wire::Envelope* env) {
   switch (env->message_type()) {
@@ -11,7 +16,7 @@ StatusOr<Body> DecodeBody(const wire::Envelope* env) {
       const wire::Hello* h = env->message_as_Hello();
       SHOAL_RETURN_IF_ERROR(CheckString(h->client_name(), "client_name", false));
       SHOAL_RETURN_IF_ERROR(CheckString(h->trainer(), "trainer", false));
-      Hello out{Str(h->client_name()), h->num_examples(), Str(h->trainer()), {}};
+      Hello out{StringOrEmpty(h->client_name()), h->num_examples(), StringOrEmpty(h->trainer()), {}};
       if (h->codecs())
         for (const auto* s : *h->codecs())
           if (s && s->size() <= 64) out.codecs.push_back(s->str());
@@ -30,10 +35,10 @@ StatusOr<Body> DecodeBody(const wire::Envelope* env) {
       if (config.ok()) out.config = *config;
       else out.config_error = config.status().message();
       out.deadline_ms = t->deadline_ms();
-      out.model_hash = Str(t->model_hash());
+      out.model_hash = StringOrEmpty(t->model_hash());
       out.encoding = t->encoding();
       out.chunk = ViewChunk(t->payload());
-      out.base_hash = Str(t->base_hash());
+      out.base_hash = StringOrEmpty(t->base_hash());
       out.delta_round = t->delta_round();
       return Body(std::move(out));
     }
@@ -45,14 +50,14 @@ StatusOr<Body> DecodeBody(const wire::Envelope* env) {
     case MessageKind::Resync: {
       const wire::Resync* r = env->message_as_Resync();
       SHOAL_RETURN_IF_ERROR(CheckString(r->have_hash(), "have_hash", false));
-      return Body(Resync{Str(r->have_hash())});
+      return Body(Resync{StringOrEmpty(r->have_hash())});
     }
     case MessageKind::Ack:
       return Body(Ack{env->message_as_Ack()->accepted()});
     case MessageKind::Error: {
       const wire::Error* e = env->message_as_Error();
       SHOAL_RETURN_IF_ERROR(CheckString(e->reason(), "reason", false));
-      return Body(ErrorReply{e->code(), Str(e->reason())});
+      return Body(ErrorReply{e->code(), StringOrEmpty(e->reason())});
     }
     case MessageKind::Heartbeat: {
       const wire::Heartbeat* h = env->message_as_Heartbeat();
@@ -61,10 +66,17 @@ StatusOr<Body> DecodeBody(const wire::Envelope* env) {
     case MessageKind::Bye: {
       const wire::Bye* b = env->message_as_Bye();
       SHOAL_RETURN_IF_ERROR(CheckString(b->reason(), "reason", false));
-      return Body(Bye{Str(b->reason())});
+      return Body(Bye{StringOrEmpty(b->reason())});
     }
-    default:
-      return Body(Other{env->message_type()});
+    case MessageKind::Join: return AsBody(DecodeJoin(env->message_as_Join()));
+    case MessageKind::Members: return AsBody(DecodeMembers(env->message_as_Members()));
+    case MessageKind::PeerUpdate: return AsBody(DecodePeerUpdate(env->message_as_PeerUpdate()));
+    case MessageKind::Commit: return AsBody(DecodeCommit(env->message_as_Commit()));
+    case MessageKind::StateRequest: return AsBody(DecodeStateRequest(env->message_as_StateRequest()));
+    case MessageKind::State: return AsBody(DecodeState(env->message_as_State()));
+    case MessageKind::UpdateFetch: return AsBody(DecodeUpdateFetch(env->message_as_UpdateFetch()));
+    default:  // VerifyFrame lets no other kind through
+      return Status::Protocol(std::string("no decoder for message kind ") + MessageName(env->message_type()));
   }
 }
 
@@ -76,13 +88,17 @@ MessageKind KindOf(const Verified& frame) {
   return frame.envelope ? frame.envelope->message_type() : MessageKind::NONE;
 }
 
-StatusOr<Message> DecodeMessage(const Verified& frame) {
+Header HeaderOf(const Verified& frame) {
   const wire::Envelope* env = frame.envelope;
-  if (!env) return Status::Protocol("frame was not verified");
+  return env ? Header{env->session(), env->round(), env->sender(), env->sequence()} : Header{};
+}
+
+StatusOr<Message> DecodeMessage(const Verified& frame) {
+  if (!frame.envelope) return Status::Protocol("frame was not verified");
   Message m;
-  m.header = Header{env->session(), env->round(), env->sender(), env->sequence()};
-  m.kind = env->message_type();
-  SHOAL_ASSIGN_OR_RETURN(m.body, DecodeBody(env));
+  m.header = HeaderOf(frame);
+  m.kind = KindOf(frame);
+  SHOAL_ASSIGN_OR_RETURN(m.body, DecodeBody(frame.envelope));
   return m;
 }
 

@@ -1,8 +1,8 @@
-// Typed messages of the federated protocol (aggregator <-> client). A verified frame
-// (VerifyFrame) becomes one Message: its header and a typed body with every field checked —
-// strings present and bounded, the round config in range, the update report decoded — so
-// that nothing above protocol/ reads FlatBuffers. Peer messages (Join, Members, ...) have
-// their own decoders (protocol/peer.h) and appear here as Other.
+// Typed messages of the whole protocol: federated (aggregator <-> client) and between peers.
+// A verified frame (VerifyFrame) becomes one Message: its header and a typed body with every
+// field checked — strings present and bounded, the round config in range, the update report
+// decoded, peer names, hashes, signatures and counts as protocol/peer.h lists — so that
+// nothing above protocol/ reads FlatBuffers.
 // Byte views (chunk data) point into the frame: keep the frame alive while using them.
 #pragma once
 
@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "protocol/envelope.h"
+#include "protocol/peer.h"
 
 namespace shoal::protocol {
 
@@ -61,11 +62,11 @@ struct Heartbeat {
 struct Bye {
   std::string reason;
 };
-struct Other {  // a verified message of another protocol (peers)
-  MessageKind kind = MessageKind::NONE;
-};
 
-using Body = std::variant<Hello, WelcomeInfo, RoundTask, UpdateChunk, Resync, Ack, ErrorReply, Heartbeat, Bye, Other>;
+// One alternative per message kind; the peer messages' (Join, SwarmInfo for Members,
+// PeerUpdate, Commit, StateRequest, State, UpdateFetch) are in protocol/peer.h.
+using Body = std::variant<Hello, WelcomeInfo, RoundTask, UpdateChunk, Resync, Ack, ErrorReply, Heartbeat, Bye,
+                          Join, SwarmInfo, PeerUpdate, Commit, StateRequest, State, UpdateFetch>;
 
 struct Message {
   Header header;
@@ -76,11 +77,14 @@ struct Message {
 // The name of an error code ("MalformedFrame", ...), for logs and the rejection counters.
 const char* ErrorName(ErrorCode code);
 
-// The kind of a verified frame's message, also when DecodeMessage refuses its body.
+// The kind and the header of a verified frame's message, also when DecodeMessage refuses
+// its body (so a receiver can check the sender and sequence first).
 MessageKind KindOf(const Verified& frame);
+Header HeaderOf(const Verified& frame);
 
 // The typed message of a verified frame; Protocol error (with a reason fit for an Error
-// reply) when a field is malformed: a string over 4096 bytes, bad metrics, a bad Welcome.
+// reply) when a field is malformed: a string over 4096 bytes, bad metrics, a bad Welcome,
+// a peer message's bad field.
 StatusOr<Message> DecodeMessage(const Verified& frame);
 
 }  // namespace shoal::protocol

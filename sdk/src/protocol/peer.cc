@@ -29,7 +29,7 @@ double SwarmInfo::Param(const std::string& name, double fallback) const {
 }
 
 bool ValidPeerName(const std::string& s) {
-  if (s.empty() || s.size() > 64) return false;
+  if (s.empty() || s.size() > kMaxPeerName) return false;
   return std::all_of(s.begin(), s.end(), [](char c) { return c > 32 && c < 127; });
 }
 
@@ -71,7 +71,8 @@ Frame EncodeCommit(const Header& h, const std::vector<std::string>& authors, con
 
 Frame EncodeStateRequest(const Header& h, const std::string& reason) {
   FlatBufferBuilder fbb(128);
-  return Finish(fbb, h, wire::Message::StateRequest, wire::CreateStateRequestDirect(fbb, reason.c_str()).Union());
+  const std::string cut = reason.substr(0, kMaxStringBytes);  // the receiver refuses longer strings
+  return Finish(fbb, h, wire::Message::StateRequest, wire::CreateStateRequestDirect(fbb, cut.c_str()).Union());
 }
 
 Frame EncodeState(const Header& h, const std::string& model_hash, const std::string& state_hash, const ChunkRef& chunk) {
@@ -94,7 +95,7 @@ StatusOr<PeerInfo> DecodePeerInfo(const wire::PeerInfo* p) {
   PeerInfo out;
   out.name = p->name()->str();
   out.endpoint = p->endpoint()->str();
-  out.curve_key = p->curve_key() ? p->curve_key()->str() : "";
+  out.curve_key = StringOrEmpty(p->curve_key());
   if (!ValidPeerName(out.name)) return Status::Protocol("member name must be 1-64 printable characters");
   if (out.endpoint.rfind("tcp://", 0) != 0 && out.endpoint.rfind("ipc://", 0) != 0)
     return Status::Protocol("member endpoint '" + out.endpoint + "' is not tcp:// or ipc://");
@@ -128,7 +129,7 @@ StatusOr<SwarmInfo> DecodeMembers(const wire::Members* m) {
   if (m->params()) {
     if (m->params()->size() > kMaxSwarmParams) return Status::Protocol("too many swarm parameters");
     for (const auto* p : *m->params()) {
-      if (!p || !p->name() || p->name()->size() > 64 || !std::isfinite(p->value()))
+      if (!p || !p->name() || p->name()->size() > kMaxMetricName || !std::isfinite(p->value()))
         return Status::Protocol("bad swarm parameter");
       out.params.emplace_back(p->name()->str(), p->value());
     }
@@ -137,18 +138,63 @@ StatusOr<SwarmInfo> DecodeMembers(const wire::Members* m) {
   return out;
 }
 
-StatusOr<std::vector<std::pair<std::string, std::string>>> DecodeCommit(const wire::Commit* c) {
+StatusOr<Join> DecodeJoin(const wire::Join* j) {
+  SHOAL_ASSIGN_OR_RETURN(PeerInfo self, DecodePeerInfo(j->self()));
+  return Join{std::move(self), j->want_members()};
+}
+
+StatusOr<PeerUpdate> DecodePeerUpdate(const wire::PeerUpdate* u) {
+  PeerUpdate out;
+  out.author = StringOrEmpty(u->author());
+  if (!ValidPeerName(out.author)) return Status::Protocol("update fields out of range: the author is not a valid name");
+  if (u->num_examples() == 0 || u->num_examples() > kMaxExamples)
+    return Status::Protocol("update fields out of range: num_examples " + std::to_string(u->num_examples()) +
+                            " is not in [1, 2^40]");
+  if (!std::isfinite(u->loss())) return Status::Protocol("update fields out of range: the loss is not finite");
+  if (!u->signature() || u->signature()->size() != out.signature.size())
+    return Status::Protocol("update fields out of range: the signature is not 64 bytes");
+  if (!u->base_hash() || u->base_hash()->size() != kHashHexChars)
+    return Status::Protocol("update fields out of range: the base hash is not 64 characters");
+  out.base_hash = u->base_hash()->str();
+  out.num_examples = u->num_examples();
+  out.loss = u->loss();
+  out.chunk = ViewChunk(u->payload());
+  std::memcpy(out.signature.data(), u->signature()->data(), out.signature.size());
+  return out;
+}
+
+StatusOr<Commit> DecodeCommit(const wire::Commit* c) {
   if (!c->authors() || !c->payload_hashes() || c->authors()->size() != c->payload_hashes()->size() ||
       c->authors()->size() > kMaxMembers)
     return Status::Protocol("commit must list as many payload hashes as authors (at most 4096)");
   SHOAL_RETURN_IF_ERROR(CheckString(c->model_hash(), "commit model hash", true));
-  std::vector<std::pair<std::string, std::string>> out;
+  Commit out;
+  out.model_hash = c->model_hash()->str();
   for (size_t i = 0; i < c->authors()->size(); ++i) {
-    const auto* a = c->authors()->Get(i);
-    const auto* h = c->payload_hashes()->Get(i);
-    if (!a || !h || !ValidPeerName(a->str()) || h->size() != 64) return Status::Protocol("bad commit entry");
-    out.emplace_back(a->str(), h->str());
+    const std::string author = StringOrEmpty(c->authors()->Get(i));
+    const auto* hash = c->payload_hashes()->Get(i);
+    if (!ValidPeerName(author)) return Status::Protocol("bad commit entry " + std::to_string(i) + ": not a valid author name");
+    if (!hash || hash->size() != kHashHexChars)
+      return Status::Protocol("bad commit entry " + std::to_string(i) + ": the payload hash is not 64 characters");
+    out.entries.emplace_back(author, hash->str());
   }
+  return out;
+}
+
+StatusOr<StateRequest> DecodeStateRequest(const wire::StateRequest* r) {
+  SHOAL_RETURN_IF_ERROR(CheckString(r->reason(), "state request reason", false));
+  return StateRequest{StringOrEmpty(r->reason())};
+}
+
+StatusOr<State> DecodeState(const wire::State* s) {
+  SHOAL_RETURN_IF_ERROR(CheckString(s->model_hash(), "state model hash", false));
+  SHOAL_RETURN_IF_ERROR(CheckString(s->state_hash(), "state hash", false));
+  return State{StringOrEmpty(s->model_hash()), StringOrEmpty(s->state_hash()), ViewChunk(s->payload())};
+}
+
+StatusOr<UpdateFetch> DecodeUpdateFetch(const wire::UpdateFetch* f) {
+  UpdateFetch out{StringOrEmpty(f->author())};
+  if (!ValidPeerName(out.author)) return Status::Protocol("update fetch names no valid author");
   return out;
 }
 

@@ -1,6 +1,14 @@
 // Messages between serverless peers (shoal-peer; schema in schemas/shoal.fbs, protocol in
-// docs/PROTOCOL.md "Peers"): encoding, semantic checks, and the bytes an update's signature
-// covers. Frames go through VerifyFrame first, like every other frame.
+// docs/PROTOCOL.md "Peers"): encoding, the typed value of each message with its semantic
+// checks, and the bytes an update's signature covers. Frames go through VerifyFrame first,
+// like every other frame, and DecodeMessage (protocol/messages.h) gives these typed values.
+// Decoding refuses: a member name that is not 1-64 printable characters, an endpoint that is
+// not tcp:// or ipc://, a CURVE key not 40 Z85 characters, a signing key not 32 bytes; an
+// unknown mode, an empty or oversized member list, inconsistent timing, bad parameters; an
+// update whose author is not a valid name, whose weight is outside [1, kMaxExamples], whose
+// loss is not finite, whose signature is not 64 bytes or base hash not 64 characters; a
+// commit whose lists differ in length, exceed kMaxMembers or hold a bad entry; any string
+// over kMaxStringBytes.
 #pragma once
 
 #include <array>
@@ -23,7 +31,7 @@ struct PeerInfo {
   bool operator==(const PeerInfo&) const = default;
 };
 
-// What a joining peer learns from Members.
+// Members: what a joining peer learns (the swarm's task, settings and member list).
 struct SwarmInfo {
   TaskConfig task;
   std::string mode;
@@ -36,6 +44,41 @@ struct SwarmInfo {
   uint64_t steps = 0;
   // The value of params[name], or `fallback` when absent.
   double Param(const std::string& name, double fallback) const;
+  bool operator==(const SwarmInfo&) const = default;
+};
+
+// Join: a peer introduces itself (its first frame on every connection); a joiner also asks
+// for the member list.
+struct Join {
+  PeerInfo self;
+  bool want_members = false;
+};
+// One chunk of an author's update for the step in the header, signed by its author.
+struct PeerUpdate {
+  std::string author;             // a valid peer name
+  std::string base_hash;          // kHashHexChars: the model the update was computed on
+  uint64_t num_examples = 0;      // in [1, kMaxExamples]
+  double loss = 0.0;              // finite
+  ChunkView chunk;                // points into the frame; not present when the frame has none
+  crypto::Signature signature{};  // over SignedUpdateBytes
+};
+// The leader's commit of the step in the header.
+struct Commit {
+  std::vector<std::pair<std::string, std::string>> entries;  // author (valid name), payload hash (kHashHexChars)
+  std::string model_hash;                                    // the model after the step
+};
+struct StateRequest {
+  std::string reason;  // for the sender's log
+};
+// One chunk of the state after the step in the header.
+struct State {
+  std::string model_hash;  // not checked here: the receiver compares it with the reassembled state
+  std::string state_hash;
+  ChunkView chunk;         // points into the frame
+};
+// A request for an update the sender holds (the step in the header).
+struct UpdateFetch {
+  std::string author;  // a valid peer name
 };
 
 // Names of members: 1-64 printable characters, like client names.
@@ -47,14 +90,20 @@ Frame EncodePeerUpdate(const Header& h, const std::string& author, const std::st
                        double loss, const ChunkRef& chunk, const crypto::Signature& signature);
 Frame EncodeCommit(const Header& h, const std::vector<std::string>& authors, const std::vector<std::string>& hashes,
                    const std::string& model_hash);
-Frame EncodeStateRequest(const Header& h, const std::string& reason);
+Frame EncodeStateRequest(const Header& h, const std::string& reason);  // reason cut to kMaxStringBytes
 Frame EncodeState(const Header& h, const std::string& model_hash, const std::string& state_hash, const ChunkRef& chunk);
 Frame EncodeUpdateFetch(const Header& h, const std::string& author);
 
+// Semantic checks of each peer message, for DecodeMessage (use that): Protocol errors with a
+// reason fit for an Error reply.
 StatusOr<PeerInfo> DecodePeerInfo(const wire::PeerInfo* p);
+StatusOr<Join> DecodeJoin(const wire::Join* j);
 StatusOr<SwarmInfo> DecodeMembers(const wire::Members* m);
-// Authors and payload hashes of a Commit (equal counts, names valid, at most 4096 entries).
-StatusOr<std::vector<std::pair<std::string, std::string>>> DecodeCommit(const wire::Commit* c);
+StatusOr<PeerUpdate> DecodePeerUpdate(const wire::PeerUpdate* u);
+StatusOr<Commit> DecodeCommit(const wire::Commit* c);
+StatusOr<StateRequest> DecodeStateRequest(const wire::StateRequest* r);
+StatusOr<State> DecodeState(const wire::State* s);
+StatusOr<UpdateFetch> DecodeUpdateFetch(const wire::UpdateFetch* f);
 
 // The bytes a PeerUpdate's signature covers: a domain tag, the swarm id and step (so an update
 // cannot be replayed into another swarm or step), the author, the base hash, the weight and the

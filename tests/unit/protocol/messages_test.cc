@@ -1,5 +1,6 @@
 // Typed messages: every federated message kind encodes and decodes to the same typed value,
-// and a malformed field is refused with a reason (the frame's kind still known).
+// and a malformed field is refused with a reason (the frame's kind and header still known).
+// Peer messages: peer_messages_test.cc.
 #include <gtest/gtest.h>
 
 #include "protocol/messages.h"
@@ -92,6 +93,7 @@ TEST(Messages, ImplausibleEvaluationIsDroppedAndBadFieldsAreRefused) {
   Verified v = VerifyFrame(f, MaxFrameBytes(kDefaultChunkBytes));
   ASSERT_TRUE(v.ok());
   EXPECT_EQ(KindOf(v), MessageKind::Hello);
+  EXPECT_EQ(HeaderOf(v).sequence, 1u);
   auto m = DecodeMessage(v);
   ASSERT_FALSE(m.ok());
   EXPECT_NE(m.status().message().find("longer than 4096"), std::string::npos) << m.status().message();

@@ -1,17 +1,46 @@
-// Peer messages: encode -> verify -> decode round trips, the checks on hostile fields, and
-// what an update's signature binds.
+// Peer messages: every one encodes (protocol/peer.h), passes VerifyFrame and decodes
+// (DecodeMessage) to the same typed value; each malformed field is refused with its reason;
+// and what an update's signature binds.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "crypto/keys.h"
-#include "protocol/peer.h"
+#include "protocol/messages.h"
 
 namespace shoal::protocol {
 namespace {
 
-const wire::Envelope* Open(const Frame& f) {
-  auto v = VerifyFrame(f, 1 << 20);
+constexpr size_t kMaxFrame = size_t{4} << 20;
+
+// The decoded message of `f`, which must pass VerifyFrame. Chunk views point into `f`: keep
+// it alive while reading them.
+StatusOr<Message> Decode(const Frame& f) {
+  Verified v = VerifyFrame(f, kMaxFrame);
   EXPECT_TRUE(v.ok()) << v.reason;
-  return v.envelope;
+  return DecodeMessage(v);
+}
+
+// The body of `f`, which must decode to a T.
+template <typename T>
+T DecodeAs(const Frame& f, MessageKind kind) {
+  auto m = Decode(f);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  if (!m.ok()) return T{};
+  EXPECT_EQ(m->kind, kind);
+  EXPECT_TRUE(std::holds_alternative<T>(m->body));
+  return std::holds_alternative<T>(m->body) ? std::get<T>(m->body) : T{};
+}
+
+// DecodeMessage refuses `f` with a Protocol error whose reason contains `why`.
+::testing::AssertionResult RefusedWith(const Frame& f, const std::string& why) {
+  auto m = Decode(f);
+  if (m.ok()) return ::testing::AssertionFailure() << "decoded; expected a refusal with '" << why << "'";
+  if (m.status().code() != StatusCode::kProtocol) return ::testing::AssertionFailure() << m.status().ToString();
+  if (m.status().message().find(why) == std::string::npos)
+    return ::testing::AssertionFailure() << "refused with '" << m.status().message() << "', expected '" << why << "'";
+  return ::testing::AssertionSuccess();
 }
 
 PeerInfo Alice() {
@@ -23,60 +52,201 @@ PeerInfo Alice() {
   return p;
 }
 
-TEST(PeerMessages, JoinMembersAndCommitRoundTrip) {
-  const Frame join = EncodeJoin({7, 0, 0, 1}, Alice(), true);
-  const auto* env = Open(join);
-  ASSERT_EQ(env->message_type(), wire::Message::Join);
-  EXPECT_TRUE(env->message_as_Join()->want_members());
-  auto info = DecodePeerInfo(env->message_as_Join()->self());
-  ASSERT_TRUE(info.ok()) << info.status().ToString();
-  EXPECT_EQ(*info, Alice());
-
+SwarmInfo Swarm() {
   SwarmInfo s;
   s.task.model = "mlp:32";
   s.task.layout = {{"fc0.weight", {64, 10}}, {"fc0.bias", {10}}};
   s.task.dataset = "digits";
   s.mode = "diloco";
   s.members = {Alice()};
+  s.step_timeout_ms = 3000;
+  s.heartbeat_interval_ms = 100;
+  s.heartbeat_timeout_ms = 900;
+  s.chunk_bytes = 4096;
   s.params = {{"diloco_inner_steps", 30}, {"outer_lr", 0.7}};
   s.steps = 99;
-  auto members = DecodeMembers(Open(EncodeMembers({7, 0, 0, 2}, s))->message_as_Members());
-  ASSERT_TRUE(members.ok()) << members.status().ToString();
-  EXPECT_EQ(members->task, s.task);
-  EXPECT_EQ(members->mode, "diloco");
-  EXPECT_EQ(members->members, s.members);
-  EXPECT_EQ(members->Param("diloco_inner_steps", 0), 30);
-  EXPECT_EQ(members->Param("absent", 5), 5);
-  EXPECT_EQ(members->steps, 99u);
-
-  const std::string h(64, 'f');
-  auto commit = DecodeCommit(Open(EncodeCommit({7, 3, 0, 3}, {"alice", "bob"}, {h, h}, h))->message_as_Commit());
-  ASSERT_TRUE(commit.ok());
-  EXPECT_EQ(commit->size(), 2u);
-  EXPECT_EQ((*commit)[1].first, "bob");
+  return s;
 }
 
-TEST(PeerMessages, HostileFieldsAreRefused) {
+crypto::Signature SomeSignature() {
+  crypto::Signature sig{};
+  for (size_t i = 0; i < sig.size(); ++i) sig[i] = static_cast<uint8_t>(3 * i + 1);
+  return sig;
+}
+
+const std::string kHash(64, 'f');
+const std::vector<uint8_t> kPayload = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
+
+Frame Update(const std::string& author, const std::string& base, uint64_t n, double loss) {
+  return EncodePeerUpdate({7, 4, 0, 9}, author, base, n, loss, SplitPayload(kPayload, 5).at(1), SomeSignature());
+}
+
+TEST(PeerMessages, JoinAndMembersRoundTrip) {
+  auto m = Decode(EncodeJoin({7, 2, 0, 1}, Alice(), true)).value();
+  EXPECT_EQ(m.kind, MessageKind::Join);
+  EXPECT_EQ(m.header.session, 7u);
+  EXPECT_EQ(m.header.round, 2u);
+  EXPECT_EQ(m.header.sequence, 1u);
+  EXPECT_EQ(std::get<Join>(m.body).self, Alice());
+  EXPECT_TRUE(std::get<Join>(m.body).want_members);
+  EXPECT_FALSE(DecodeAs<Join>(EncodeJoin({}, Alice(), false), MessageKind::Join).want_members);
+
+  const SwarmInfo members = DecodeAs<SwarmInfo>(EncodeMembers({7, 0, 0, 2}, Swarm()), MessageKind::Members);
+  EXPECT_EQ(members, Swarm());
+  EXPECT_EQ(members.Param("diloco_inner_steps", 0), 30);
+  EXPECT_EQ(members.Param("absent", 5), 5);
+}
+
+TEST(PeerMessages, UpdateCommitStateAndFetchRoundTrip) {
+  const std::string base(64, 'b');
+  const Frame update_frame = Update("alice", base, 32, 0.25);  // the chunk points into it
+  const auto u = DecodeAs<PeerUpdate>(update_frame, MessageKind::PeerUpdate);
+  EXPECT_EQ(u.author, "alice");
+  EXPECT_EQ(u.base_hash, base);
+  EXPECT_EQ(u.num_examples, 32u);
+  EXPECT_EQ(u.loss, 0.25);
+  EXPECT_EQ(u.signature, SomeSignature());
+  ASSERT_TRUE(u.chunk.present);
+  EXPECT_EQ(u.chunk.index, 1u);
+  EXPECT_EQ(u.chunk.count, 3u);
+  EXPECT_EQ(u.chunk.offset, 5u);
+  EXPECT_EQ(u.chunk.total_bytes, kPayload.size());
+  EXPECT_EQ(std::vector<uint8_t>(u.chunk.data.begin(), u.chunk.data.end()), std::vector<uint8_t>(kPayload.begin() + 5, kPayload.begin() + 10));
+
+  const std::string other(64, 'e');
+  const auto c = DecodeAs<Commit>(EncodeCommit({7, 3, 0, 3}, {"alice", "bob"}, {kHash, other}, base), MessageKind::Commit);
+  EXPECT_EQ(c.entries, (std::vector<std::pair<std::string, std::string>>{{"alice", kHash}, {"bob", other}}));
+  EXPECT_EQ(c.model_hash, base);
+  // A step the leader committed with no update at all.
+  EXPECT_TRUE(DecodeAs<Commit>(EncodeCommit({}, {}, {}, base), MessageKind::Commit).entries.empty());
+
+  EXPECT_EQ(DecodeAs<StateRequest>(EncodeStateRequest({}, "joining"), MessageKind::StateRequest).reason, "joining");
+  // The encoder cuts a reason the decoder would refuse.
+  EXPECT_EQ(DecodeAs<StateRequest>(EncodeStateRequest({}, std::string(5000, 'r')), MessageKind::StateRequest).reason,
+            std::string(kMaxStringBytes, 'r'));
+
+  const Frame state_frame = EncodeState({7, 3, 0, 4}, kHash, other, SplitPayload(kPayload, 1 << 20).at(0));
+  const auto s = DecodeAs<State>(state_frame, MessageKind::State);
+  EXPECT_EQ(s.model_hash, kHash);
+  EXPECT_EQ(s.state_hash, other);
+  ASSERT_TRUE(s.chunk.present);
+  EXPECT_EQ(std::vector<uint8_t>(s.chunk.data.begin(), s.chunk.data.end()), kPayload);
+
+  EXPECT_EQ(DecodeAs<UpdateFetch>(EncodeUpdateFetch({}, "bob"), MessageKind::UpdateFetch).author, "bob");
+}
+
+TEST(PeerMessages, MalformedMembersAreRefused) {
   PeerInfo bad = Alice();
   bad.name = "has space";
-  EXPECT_FALSE(DecodePeerInfo(Open(EncodeJoin({}, bad, false))->message_as_Join()->self()).ok());
+  EXPECT_TRUE(RefusedWith(EncodeJoin({}, bad, false), "member name must be 1-64 printable characters"));
+  bad.name = std::string(kMaxPeerName + 1, 'n');
+  EXPECT_TRUE(RefusedWith(EncodeJoin({}, bad, false), "member name must be 1-64 printable characters"));
+  bad.name = "";
+  EXPECT_TRUE(RefusedWith(EncodeJoin({}, bad, false), "member name must be 1-64 printable characters"));
   bad = Alice();
   bad.endpoint = "inproc://x";
-  EXPECT_FALSE(DecodePeerInfo(Open(EncodeJoin({}, bad, false))->message_as_Join()->self()).ok());
+  EXPECT_TRUE(RefusedWith(EncodeJoin({}, bad, false), "member endpoint 'inproc://x' is not tcp:// or ipc://"));
+  bad.endpoint = "tcp://" + std::string(kMaxStringBytes, 'h');
+  EXPECT_TRUE(RefusedWith(EncodeJoin({}, bad, false), "member endpoint is longer than 4096 bytes"));
   bad = Alice();
   bad.curve_key = "short";
-  EXPECT_FALSE(DecodePeerInfo(Open(EncodeJoin({}, bad, false))->message_as_Join()->self()).ok());
-  SwarmInfo s;
-  s.task.model = "mlp";
+  EXPECT_TRUE(RefusedWith(EncodeJoin({}, bad, false), "member curve key is not 40 Z85 characters"));
+
+  // What the encoders cannot write: no member description, a short signing key.
+  flatbuffers::FlatBufferBuilder fbb;
+  EXPECT_TRUE(RefusedWith(Finish(fbb, {}, MessageKind::Join, wire::CreateJoin(fbb, 0, true).Union()),
+                          "member description is missing"));
+  fbb.Clear();
+  const std::vector<uint8_t> short_key(31, 1);
+  auto info = wire::CreatePeerInfoDirect(fbb, "alice", "tcp://10.0.0.1:7101", "", &short_key);
+  EXPECT_TRUE(RefusedWith(Finish(fbb, {}, MessageKind::Join, wire::CreateJoin(fbb, info).Union()),
+                          "member signing key must be 32 bytes"));
+}
+
+TEST(PeerMessages, MalformedSwarmsAreRefused) {
+  SwarmInfo s = Swarm();
   s.mode = "telepathy";
-  s.members = {Alice()};
-  EXPECT_FALSE(DecodeMembers(Open(EncodeMembers({}, s))->message_as_Members()).ok());
-  s.mode = "gossip";
-  s.heartbeat_timeout_ms = s.heartbeat_interval_ms;  // inconsistent timing
-  EXPECT_FALSE(DecodeMembers(Open(EncodeMembers({}, s))->message_as_Members()).ok());
-  // A commit whose lists disagree in length, or with a malformed hash.
-  EXPECT_FALSE(DecodeCommit(Open(EncodeCommit({}, {"a", "b"}, {std::string(64, 'f')}, "x"))->message_as_Commit()).ok());
-  EXPECT_FALSE(DecodeCommit(Open(EncodeCommit({}, {"a"}, {"short"}, "x"))->message_as_Commit()).ok());
+  EXPECT_TRUE(RefusedWith(EncodeMembers({}, s), "unknown swarm mode 'telepathy'"));
+  s = Swarm();
+  s.members.clear();
+  EXPECT_TRUE(RefusedWith(EncodeMembers({}, s), "member list must hold 1-4096 members"));
+  s = Swarm();
+  s.members[0].name = "a b";
+  EXPECT_TRUE(RefusedWith(EncodeMembers({}, s), "member name must be 1-64 printable characters"));
+  s = Swarm();
+  s.heartbeat_timeout_ms = s.heartbeat_interval_ms;
+  EXPECT_TRUE(RefusedWith(EncodeMembers({}, s), "swarm timing or chunk settings are inconsistent"));
+  s = Swarm();
+  s.chunk_bytes = 1023;
+  EXPECT_TRUE(RefusedWith(EncodeMembers({}, s), "swarm timing or chunk settings are inconsistent"));
+  s = Swarm();
+  s.params.assign(kMaxSwarmParams + 1, {"p", 1.0});
+  EXPECT_TRUE(RefusedWith(EncodeMembers({}, s), "too many swarm parameters"));
+  s = Swarm();
+  s.params = {{"outer_lr", std::numeric_limits<double>::quiet_NaN()}};
+  EXPECT_TRUE(RefusedWith(EncodeMembers({}, s), "bad swarm parameter"));
+  s.params = {{std::string(kMaxMetricName + 1, 'p'), 1.0}};
+  EXPECT_TRUE(RefusedWith(EncodeMembers({}, s), "bad swarm parameter"));
+  s = Swarm();
+  s.task.layout.clear();
+  EXPECT_TRUE(RefusedWith(EncodeMembers({}, s), "task has an empty model layout"));
+}
+
+TEST(PeerMessages, MalformedUpdatesAreRefused) {
+  const std::string base(64, 'b');
+  EXPECT_TRUE(RefusedWith(Update("has space", base, 32, 0.5), "update fields out of range: the author is not a valid name"));
+  EXPECT_TRUE(RefusedWith(Update("", base, 32, 0.5), "update fields out of range: the author is not a valid name"));
+  EXPECT_TRUE(RefusedWith(Update("alice", base, 0, 0.5), "update fields out of range: num_examples 0 is not in [1, 2^40]"));
+  EXPECT_TRUE(RefusedWith(Update("alice", base, kMaxExamples + 1, 0.5), "update fields out of range: num_examples"));
+  EXPECT_TRUE(Decode(Update("alice", base, kMaxExamples, 0.5)).ok());
+  EXPECT_TRUE(RefusedWith(Update("alice", base, 32, std::nan("")), "update fields out of range: the loss is not finite"));
+  EXPECT_TRUE(RefusedWith(Update("alice", base, 32, -std::numeric_limits<double>::infinity()),
+                          "update fields out of range: the loss is not finite"));
+  EXPECT_TRUE(RefusedWith(Update("alice", "short", 32, 0.5), "update fields out of range: the base hash is not 64 characters"));
+
+  // Signatures of other sizes (the encoder only writes 64 bytes).
+  for (size_t size : {0, 63, 65}) {
+    flatbuffers::FlatBufferBuilder fbb;
+    const std::vector<uint8_t> sig(size, 7);
+    auto msg = wire::CreatePeerUpdateDirect(fbb, "alice", base.c_str(), 32, 0.5, 0, size ? &sig : nullptr);
+    EXPECT_TRUE(RefusedWith(Finish(fbb, {}, MessageKind::PeerUpdate, msg.Union()),
+                            "update fields out of range: the signature is not 64 bytes"))
+        << size << " bytes";
+  }
+}
+
+TEST(PeerMessages, MalformedCommitsAreRefused) {
+  EXPECT_TRUE(RefusedWith(EncodeCommit({}, {"a", "b"}, {kHash}, kHash),
+                          "commit must list as many payload hashes as authors (at most 4096)"));
+  const std::vector<std::string> many(kMaxMembers + 1, "a");
+  const std::vector<std::string> many_hashes(kMaxMembers + 1, kHash);
+  EXPECT_TRUE(RefusedWith(EncodeCommit({}, many, many_hashes, kHash), "commit must list as many payload hashes as authors"));
+  EXPECT_TRUE(RefusedWith(EncodeCommit({}, {"a", "b c"}, {kHash, kHash}, kHash), "bad commit entry 1: not a valid author name"));
+  EXPECT_TRUE(RefusedWith(EncodeCommit({}, {"a"}, {"short"}, kHash), "bad commit entry 0: the payload hash is not 64 characters"));
+  EXPECT_TRUE(RefusedWith(EncodeCommit({}, {"a"}, {kHash}, std::string(kMaxStringBytes + 1, 'm')),
+                          "commit model hash is longer than 4096 bytes"));
+  flatbuffers::FlatBufferBuilder fbb;
+  const std::vector<std::string> none;
+  auto msg = wire::CreateCommitDirect(fbb, nullptr, nullptr, nullptr);
+  EXPECT_TRUE(RefusedWith(Finish(fbb, {}, MessageKind::Commit, msg.Union()), "commit must list as many payload hashes"));
+  fbb.Clear();
+  auto authors = fbb.CreateVectorOfStrings(none);
+  auto hashes = fbb.CreateVectorOfStrings(none);
+  msg = wire::CreateCommit(fbb, authors, hashes, 0);
+  EXPECT_TRUE(RefusedWith(Finish(fbb, {}, MessageKind::Commit, msg.Union()), "commit model hash is missing"));
+}
+
+TEST(PeerMessages, OverlongStateStringsAndBadFetchesAreRefused) {
+  const std::string long_text(kMaxStringBytes + 1, 'x');
+  flatbuffers::FlatBufferBuilder fbb;
+  auto request = wire::CreateStateRequestDirect(fbb, long_text.c_str());
+  EXPECT_TRUE(RefusedWith(Finish(fbb, {}, MessageKind::StateRequest, request.Union()),
+                          "state request reason is longer than 4096 bytes"));
+  const auto chunk = SplitPayload(kPayload, 1 << 20).at(0);
+  EXPECT_TRUE(RefusedWith(EncodeState({}, long_text, kHash, chunk), "state model hash is longer than 4096 bytes"));
+  EXPECT_TRUE(RefusedWith(EncodeState({}, kHash, long_text, chunk), "state hash is longer than 4096 bytes"));
+  EXPECT_TRUE(RefusedWith(EncodeUpdateFetch({}, ""), "update fetch names no valid author"));
+  EXPECT_TRUE(RefusedWith(EncodeUpdateFetch({}, "a b"), "update fetch names no valid author"));
 }
 
 TEST(PeerMessages, TheSignatureBindsSwarmStepAuthorBaseWeightAndPayload) {

@@ -51,22 +51,17 @@ void Peer::BroadcastCommit(uint64_t step, const std::vector<std::string>& author
   });
 }
 
-void Peer::HandleCommit(const std::string& from, const wire::Envelope* env) {
-  const wire::Commit* c = env->message_as_Commit();
-  auto entries = protocol::DecodeCommit(c);
-  if (!entries.ok()) return Reject(from, ErrorCode::MalformedFrame, entries.status().message());
-  const uint64_t step = env->round();
-  const std::string model_hash = c->model_hash()->str();
+void Peer::HandleCommit(const std::string& from, uint64_t step, protocol::Commit c) {
   if (step <= committed_) {
     // A repeat (a new leader re-announcing its last commit): harmless if we agree.
     auto h = hash_log_.find(step);
-    if (h != hash_log_.end() && h->second != model_hash) {
+    if (h != hash_log_.end() && h->second != c.model_hash) {
       ++divergences_;
       Resync(from, "step " + std::to_string(step) + " was committed with another result");
     }
     return;
   }
-  commits_[step] = PendingCommit{from, std::move(*entries), model_hash, Clock::now()};
+  commits_[step] = PendingCommit{from, std::move(c.entries), std::move(c.model_hash), Clock::now()};
 }
 
 void Peer::TryApplyCommits() {

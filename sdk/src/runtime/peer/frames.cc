@@ -1,9 +1,9 @@
-// Frames: every inbound frame verified and dispatched by kind; sending to members; updates
-// as they arrive, chunk by chunk, checked against their author's signature.
+// Frames: every inbound frame verified, checked against its sender's route, session and
+// sequence, decoded (protocol::DecodeMessage) and dispatched by kind; sending to members;
+// updates as they arrive, chunk by chunk, checked against their author's signature.
 #include <spdlog/spdlog.h>
 
-#include <cmath>
-#include <cstring>
+#include <variant>
 
 #include "runtime/peer/peer_impl.h"
 
@@ -11,9 +11,9 @@ namespace shoal::peer {
 
 void Peer::Reject(const std::string& to, ErrorCode code, const std::string& reason) {
   ++frames_rejected_;
-  ++rejected_by_code_[wire::EnumNameErrorCode(code)];
+  ++rejected_by_code_[protocol::ErrorName(code)];
   if (ShouldLogOccurrence(frames_rejected_))
-    spdlog::warn("peer {}: rejected frame #{} ({}): {}", self_.name, frames_rejected_, wire::EnumNameErrorCode(code), reason);
+    spdlog::warn("peer {}: rejected frame #{} ({}): {}", self_.name, frames_rejected_, protocol::ErrorName(code), reason);
   if (!to.empty() && members_.count(to)) {
     Member& m = members_.at(to);
     SendTo(to, protocol::EncodeError(Header(m), code, reason));
@@ -52,52 +52,54 @@ void Peer::Handle(transport::Listener::Inbound& in) {
   const std::span<const uint8_t> bytes = in.frame.bytes();
   const protocol::Verified v = protocol::VerifyFrame(bytes, max_frame_bytes_);
   if (!v.ok()) return Reject("", v.error, v.reason);
-  const wire::Envelope* env = v.envelope;
-  if (env->message_type() == wire::Message::Join) return HandleJoin(in, env);
+  const protocol::MessageKind kind = protocol::KindOf(v);
+  if (kind == protocol::MessageKind::Join) {
+    auto join = protocol::DecodeMessage(v);
+    if (!join.ok()) return Reject("", ErrorCode::MalformedFrame, join.status().message());
+    return HandleJoin(in, join->header, std::get<protocol::Join>(join->body));
+  }
   auto rit = route_to_name_.find(in.peer);
   if (rit != route_to_name_.end() && !members_.count(rit->second) && departed_.count(rit->second) &&
       (!secure_ || in.user_id == departed_.at(rit->second).info.curve_key))
     Readmit(rit->second);
   if (rit == route_to_name_.end() || !members_.count(rit->second))
-    return Reject("", ErrorCode::NotMember, std::string(protocol::MessageName(env->message_type())) + " before Join");
+    return Reject("", ErrorCode::NotMember, std::string(protocol::MessageName(kind)) + " before Join");
   const std::string& from = rit->second;
   Member& m = members_.at(from);
   if (secure_ && in.user_id != m.info.curve_key)
     return Reject(from, ErrorCode::BadSender, "this connection's key is not member " + from + "'s");
-  if (env->session() != swarm_) return Reject(from, ErrorCode::UnknownSession, "frame of another swarm");
+  const protocol::Header h = protocol::HeaderOf(v);
+  if (h.session != swarm_) return Reject(from, ErrorCode::UnknownSession, "frame of another swarm");
   uint64_t& last = route_sequence_[in.peer];
-  if (env->sequence() <= last)
-    return Reject(from, ErrorCode::Duplicate, "sequence " + std::to_string(env->sequence()) + " is not above " + std::to_string(last));
-  last = env->sequence();
+  if (h.sequence <= last)
+    return Reject(from, ErrorCode::Duplicate, "sequence " + std::to_string(h.sequence) + " is not above " + std::to_string(last));
+  last = h.sequence;
   m.last_heard = Clock::now();
-  switch (env->message_type()) {
-    case wire::Message::Heartbeat: return;
-    case wire::Message::PeerUpdate: return HandleUpdate(from, env);
-    case wire::Message::Commit: return HandleCommit(from, env);
-    case wire::Message::State: return HandleState(from, env);
-    case wire::Message::UpdateFetch: return HandleFetch(from, env);
-    case wire::Message::StateRequest: return SendState(from);
-    case wire::Message::Members:  // a late answer to a Join request this peer repeated while waiting
-      return;
-    case wire::Message::Bye:
-      spdlog::info("peer {}: member {} left", self_.name, from);
-      members_.erase(from);
-      return;
-    case wire::Message::Error: {
-      const auto* e = env->message_as_Error();
-      spdlog::warn("peer {}: {} reported {}: {}", self_.name, from, wire::EnumNameErrorCode(e->code()),
-                   e->reason() ? e->reason()->str() : "");
-      return;
-    }
-    default:
-      return Reject(from, ErrorCode::MalformedFrame, std::string("a peer may not send ") + protocol::MessageName(env->message_type()));
+  auto decoded = protocol::DecodeMessage(v);  // its chunk views point into `in.frame`, alive until we return
+  if (!decoded.ok()) return Reject(from, ErrorCode::MalformedFrame, decoded.status().message());
+  protocol::Body& body = decoded->body;
+  if (std::holds_alternative<protocol::Heartbeat>(body)) return;
+  if (auto* u = std::get_if<protocol::PeerUpdate>(&body)) return HandleUpdate(from, h.round, *u);
+  if (auto* c = std::get_if<protocol::Commit>(&body)) return HandleCommit(from, h.round, std::move(*c));
+  if (auto* s = std::get_if<protocol::State>(&body)) return HandleState(from, h.round, *s);
+  if (auto* f = std::get_if<protocol::UpdateFetch>(&body)) return HandleFetch(from, h.round, *f);
+  if (std::holds_alternative<protocol::StateRequest>(body)) return SendState(from);
+  // A late answer to a Join request this peer repeated while waiting.
+  if (std::holds_alternative<protocol::SwarmInfo>(body)) return;
+  if (std::holds_alternative<protocol::Bye>(body)) {
+    spdlog::info("peer {}: member {} left", self_.name, from);
+    members_.erase(from);
+    return;
   }
+  if (auto* e = std::get_if<protocol::ErrorReply>(&body)) {
+    spdlog::warn("peer {}: {} reported {}: {}", self_.name, from, protocol::ErrorName(e->code), e->reason);
+    return;
+  }
+  return Reject(from, ErrorCode::MalformedFrame, std::string("a peer may not send ") + protocol::MessageName(kind));
 }
 
-void Peer::HandleUpdate(const std::string& from, const wire::Envelope* env) {
-  const wire::PeerUpdate* u = env->message_as_PeerUpdate();
-  const uint64_t step = env->round();
-  const std::string author = u->author() ? u->author()->str() : "";
+void Peer::HandleUpdate(const std::string& from, uint64_t step, const protocol::PeerUpdate& u) {
+  const std::string& author = u.author;
   // An update comes from its author, or from a member we asked for it (UpdateFetch); a fetched
   // copy that arrives after the original is simply late.
   if (author != from && !fetching_.count({step, author})) {
@@ -120,19 +122,14 @@ void Peer::HandleUpdate(const std::string& from, const wire::Envelope* env) {
     ++rejected_by_code_["DuplicateUpdate"];
     return;
   }
-  if (!slot.assembler) {
-    if (u->num_examples() == 0 || u->num_examples() > protocol::kMaxExamples || !std::isfinite(u->loss()) ||
-        !u->signature() || u->signature()->size() != 64 || !u->base_hash() || u->base_hash()->size() != 64) {
-      updates_[step].erase(author);
-      return Reject(from, ErrorCode::MalformedFrame, "update fields out of range");
-    }
+  if (!slot.assembler) {  // the first chunk: its fields are the update's (DecodeMessage checked them)
     slot.assembler = std::make_unique<protocol::ChunkAssembler>(protocol::MaxCodecPayloadBytes(n_));
-    slot.base_hash = u->base_hash()->str();
-    slot.num_examples = u->num_examples();
-    slot.loss = u->loss();
-    std::memcpy(slot.signature.data(), u->signature()->data(), 64);
+    slot.base_hash = u.base_hash;
+    slot.num_examples = u.num_examples;
+    slot.loss = u.loss;
+    slot.signature = u.signature;
   }
-  Status st = slot.assembler->Add(u->payload());
+  Status st = slot.assembler->Add(u.chunk);
   if (!st.ok()) {
     updates_[step].erase(author);
     return Reject(from, ErrorCode::MalformedFrame, st.message());
@@ -152,9 +149,8 @@ void Peer::HandleUpdate(const std::string& from, const wire::Envelope* env) {
   fetching_.erase({step, author});
 }
 
-void Peer::HandleFetch(const std::string& from, const wire::Envelope* env) {
-  const uint64_t step = env->round();
-  const std::string author = env->message_as_UpdateFetch()->author() ? env->message_as_UpdateFetch()->author()->str() : "";
+void Peer::HandleFetch(const std::string& from, uint64_t step, const protocol::UpdateFetch& f) {
+  const std::string& author = f.author;
   auto s = updates_.find(step);
   if (s == updates_.end() || !s->second.count(author) || !s->second.at(author).complete) {
     spdlog::debug("peer {}: {} asked for {}'s update of step {}, which is not held", self_.name, from, author, step);

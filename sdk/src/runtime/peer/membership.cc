@@ -129,14 +129,17 @@ Status Peer::Join(const std::atomic<bool>& stop, std::vector<transport::Listener
     if (!*in) continue;
     const auto v = protocol::VerifyFrame((*in)->frame.bytes(), max_frame_bytes_);
     if (!v.ok()) continue;
-    if (v.envelope->message_type() != wire::Message::Members && v.envelope->message_type() != wire::Message::Error) {
+    const protocol::MessageKind kind = protocol::KindOf(v);
+    if (kind != protocol::MessageKind::Members && kind != protocol::MessageKind::Error) {
       if (early->size() < 1024) early->push_back(std::move(**in));
       continue;
     }
-    if (v.envelope->message_type() == wire::Message::Members) {
-      auto swarm = protocol::DecodeMembers(v.envelope->message_as_Members());
-      if (!swarm.ok()) return swarm.status().WithContext("the swarm's member list is invalid");
-      swarm_ = v.envelope->session();
+    auto answer = protocol::DecodeMessage(v);
+    if (!answer.ok())
+      return answer.status().WithContext(kind == protocol::MessageKind::Members ? "the swarm's member list is invalid"
+                                                                                : "the swarm's refusal is malformed");
+    if (auto* swarm = std::get_if<protocol::SwarmInfo>(&answer->body)) {
+      swarm_ = answer->header.session;
       swarm_info_ = std::move(*swarm);
       for (const auto& m : swarm_info_.members)
         if (m.name == self_.name && m.curve_key != self_.curve_key)
@@ -148,59 +151,55 @@ Status Peer::Join(const std::atomic<bool>& stop, std::vector<transport::Listener
       Resync(swarm_info_.members.front().name, "joining");
       return Status::Ok();
     }
-    if (v.envelope->message_type() == wire::Message::Error) {
-      const auto* e = v.envelope->message_as_Error();
-      return Status::FailedPrecondition("the swarm refused this peer: " + (e->reason() ? e->reason()->str() : ""));
-    }
+    if (auto* e = std::get_if<protocol::ErrorReply>(&answer->body))
+      return Status::FailedPrecondition("the swarm refused this peer: " + e->reason);
   }
   return Status::Cancelled("stopped while joining");
 }
 
-void Peer::HandleJoin(const transport::Listener::Inbound& in, const wire::Envelope* env) {
-  const wire::Join* j = env->message_as_Join();
-  auto info = protocol::DecodePeerInfo(j->self());
-  if (!info.ok()) return Reject("", ErrorCode::MalformedFrame, info.status().message());
-  if (env->session() != 0 && env->session() != swarm_) return Reject("", ErrorCode::UnknownSession, "Join for another swarm");
+void Peer::HandleJoin(const transport::Listener::Inbound& in, const protocol::Header& h, const protocol::Join& j) {
+  const protocol::PeerInfo& info = j.self;
+  if (h.session != 0 && h.session != swarm_) return Reject("", ErrorCode::UnknownSession, "Join for another swarm");
   // The key in the Join must be the one this connection authenticated with.
-  if (secure_ && info->curve_key != in.user_id)
+  if (secure_ && info.curve_key != in.user_id)
     return Reject("", ErrorCode::BadSender, "Join's key is not the connection's");
-  if (info->name == self_.name) return Reject("", ErrorCode::Refused, "name '" + info->name + "' is this peer's");
-  if (auto d = departed_.find(info->name); d != departed_.end()) {
-    if (d->second.info.curve_key != info->curve_key)
-      return Reject("", ErrorCode::Refused, "name '" + info->name + "' belongs to another key");
+  if (info.name == self_.name) return Reject("", ErrorCode::Refused, "name '" + info.name + "' is this peer's");
+  if (auto d = departed_.find(info.name); d != departed_.end()) {
+    if (d->second.info.curve_key != info.curve_key)
+      return Reject("", ErrorCode::Refused, "name '" + info.name + "' belongs to another key");
     departed_.erase(d);  // it rejoins afresh
   }
-  auto it = members_.find(info->name);
-  if (it != members_.end() && it->second.info.curve_key != info->curve_key)
-    return Reject("", ErrorCode::Refused, "name '" + info->name + "' belongs to another key");
-  if (it != members_.end() && it->second.info.endpoint != info->endpoint) {  // restarted elsewhere
+  auto it = members_.find(info.name);
+  if (it != members_.end() && it->second.info.curve_key != info.curve_key)
+    return Reject("", ErrorCode::Refused, "name '" + info.name + "' belongs to another key");
+  if (it != members_.end() && it->second.info.endpoint != info.endpoint) {  // restarted elsewhere
     members_.erase(it);
     it = members_.end();
   }
   if (it == members_.end()) {
-    Status st = ConnectMember(*info);
+    Status st = ConnectMember(info);
     if (!st.ok()) return Reject("", ErrorCode::MalformedFrame, st.message());
-    it = members_.find(info->name);
+    it = members_.find(info.name);
   }
   Member& m = it->second;
   // Learned from the member itself: its endpoint and signing key.
-  m.info = *info;
-  if (!m.introduced) spdlog::info("peer {}: member {} joined ({})", self_.name, info->name, info->endpoint);
+  m.info = info;
+  if (!m.introduced) spdlog::info("peer {}: member {} joined ({})", self_.name, info.name, info.endpoint);
   m.introduced = true;
   m.last_heard = Clock::now();
   // One route per member: a Join on a new connection retires the old one.
   for (auto r = route_to_name_.begin(); r != route_to_name_.end();) {
-    if (r->second == info->name && r->first != in.peer) {
+    if (r->second == info.name && r->first != in.peer) {
       route_sequence_.erase(r->first);
       r = route_to_name_.erase(r);
     } else {
       ++r;
     }
   }
-  route_to_name_[in.peer] = info->name;
-  route_sequence_[in.peer] = env->sequence();
+  route_to_name_[in.peer] = info.name;
+  route_sequence_[in.peer] = h.sequence;
   IntroduceTo(m);  // if its connection is up already; the joiner repeats its request otherwise
-  if (j->want_members() && m.joined_us) SendTo(info->name, protocol::EncodeMembers(Header(m), Swarm()));
+  if (j.want_members && m.joined_us) SendTo(info.name, protocol::EncodeMembers(Header(m), Swarm()));
 }
 
 std::vector<std::string> Peer::LiveNames() const {

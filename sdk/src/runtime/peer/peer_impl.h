@@ -34,7 +34,7 @@
 #include "crypto/crypto.h"
 #include "crypto/keys.h"
 #include "nn/model.h"
-#include "protocol/peer.h"
+#include "protocol/messages.h"
 #include "runtime/peer/exchange.h"
 #include "shoal/data.h"
 #include "shoal/peer.h"
@@ -46,7 +46,7 @@ namespace shoal::peer {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
-using wire::ErrorCode;
+using protocol::ErrorCode;
 
 constexpr size_t kLogSteps = 16;               // committed steps whose updates are kept for fetches
 constexpr int64_t kDepartedMemoryMs = 120000;  // how long a member dropped for silence may come back
@@ -112,7 +112,7 @@ class Peer {
   // Join, which is what we trust.
   void IntroduceTo(Member& m);
   void ServiceConnections();
-  void HandleJoin(const transport::Listener::Inbound& in, const wire::Envelope* env);
+  void HandleJoin(const transport::Listener::Inbound& in, const protocol::Header& h, const protocol::Join& j);
   void ExpireMembers();
   void Readmit(const std::string& name);
   void Heartbeat();
@@ -122,8 +122,9 @@ class Peer {
 
   // Frames (frames.cc).
   void Handle(transport::Listener::Inbound& in);
-  void HandleUpdate(const std::string& from, const wire::Envelope* env);
-  void HandleFetch(const std::string& from, const wire::Envelope* env);
+  // `step`: the frame's round.
+  void HandleUpdate(const std::string& from, uint64_t step, const protocol::PeerUpdate& u);
+  void HandleFetch(const std::string& from, uint64_t step, const protocol::UpdateFetch& f);
   void Reject(const std::string& to, ErrorCode code, const std::string& reason);
   protocol::Header Header(Member& m) { return {swarm_, committed_ + 1, 0, ++m.out_sequence}; }
   void SendTo(const std::string& name, const protocol::Frame& frame);
@@ -134,7 +135,7 @@ class Peer {
   void LocalUpdate(uint64_t step);
   void MaybeCommit();
   void BroadcastCommit(uint64_t step, const std::vector<std::string>& authors);
-  void HandleCommit(const std::string& from, const wire::Envelope* env);
+  void HandleCommit(const std::string& from, uint64_t step, protocol::Commit c);
   void TryApplyCommits();
   Status Apply(uint64_t step, const std::vector<std::string>& authors);
   void MixStep();
@@ -146,7 +147,7 @@ class Peer {
   void RetrySync();  // asks the next member when the one asked does not answer
   void RequestState();
   void SendState(const std::string& to);
-  void HandleState(const std::string& from, const wire::Envelope* env);
+  void HandleState(const std::string& from, uint64_t step, const protocol::State& s);
 
   PeerOptions o_;
   protocol::PeerInfo self_;

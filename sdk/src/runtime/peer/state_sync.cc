@@ -66,11 +66,10 @@ void Peer::SendState(const std::string& to) {
   spdlog::info("peer {}: sent the state after step {} to {}", self_.name, committed_, to);
 }
 
-void Peer::HandleState(const std::string& from, const wire::Envelope* env) {
+void Peer::HandleState(const std::string& from, uint64_t step, const protocol::State& s) {
   if (!syncing_ || from != sync_from_) return;
-  const wire::State* s = env->message_as_State();
   if (!state_assembler_) state_assembler_ = std::make_unique<protocol::ChunkAssembler>(4 * n_ * sizeof(float) + (1u << 20));
-  Status st = state_assembler_->Add(s->payload());
+  Status st = state_assembler_->Add(s.chunk);
   sync_progress_ = Clock::now();
   if (!st.ok()) {
     state_assembler_.reset();
@@ -79,8 +78,8 @@ void Peer::HandleState(const std::string& from, const wire::Envelope* env) {
   if (!state_assembler_->complete()) return;
   std::vector<uint8_t> bytes = state_assembler_->Take();
   state_assembler_.reset();
-  const std::string want_state = s->state_hash() ? s->state_hash()->str() : "";
-  const std::string want_model = s->model_hash() ? s->model_hash()->str() : "";
+  const std::string& want_state = s.state_hash;
+  const std::string& want_model = s.model_hash;
   auto bad = [&](const std::string& why) {
     Reject(from, ErrorCode::ShapeMismatch, why);
     sync_started_ = Clock::now() - milliseconds(10 * swarm_info_.step_timeout_ms);  // retry elsewhere now
@@ -97,7 +96,7 @@ void Peer::HandleState(const std::string& from, const wire::Envelope* env) {
   if (!st.ok()) return bad(st.message());
   w_ = std::move(model);
   hash_ = want_model;
-  committed_ = env->round();
+  committed_ = step;
   hash_log_[committed_] = hash_;
   for (auto it = updates_.begin(); it != updates_.end();) it = it->first <= committed_ ? updates_.erase(it) : std::next(it);
   for (auto it = commits_.begin(); it != commits_.end();) it = it->first <= committed_ ? commits_.erase(it) : std::next(it);
