@@ -12,6 +12,7 @@
 
 #include "backend/backend.h"
 #include "core/rng.h"
+#include "nn/gpt.h"
 #include "nn/gpt_spec.h"
 #include "nn/model_registry.h"
 #include "nn/optimizer.h"
@@ -86,6 +87,9 @@ void BM_GptStep(benchmark::State& state, const std::string& model_spec, int batc
   }
   state.SetItemsProcessed(state.iterations() * batch * ctx);
   state.counters["params"] = static_cast<double>(params.size());
+  // Activations kept from the forward to the backward pass (what checkpointing trades for time).
+  state.counters["activation_MB"] =
+      static_cast<double>(static_cast<nn::Gpt&>(**model).ActivationBytes(batch, ctx)) / 1e6;
 }
 
 void RegisterAll() {
