@@ -114,10 +114,15 @@ struct Split {
   Dataset train;
   Dataset test;  // held out: the aggregator evaluates on it; never given to clients
 };
-// Stratified, deterministic split: within each class a seeded shuffle, then the first
-// round(test_fraction * count) examples of the class go to test. Both halves keep the
-// dataset's order. InvalidArgument when test_fraction is outside [0, 1), the dataset is empty
-// or inconsistent, or no training example would remain.
+// Features: a stratified, deterministic split: within each class a seeded shuffle, then the
+// first round(test_fraction * count) examples of the class go to test. Both halves keep the
+// dataset's order.
+// Tokens: text is sequential, so the held-out part is the END of the stream: test = the last
+// round(test_fraction * n) tokens, train = the rest (Slice; the seed plays no part). A
+// document that the cut crosses is in both halves, clipped; one wholly in the tail is in the
+// test half only.
+// InvalidArgument when test_fraction is outside [0, 1), the dataset is empty or inconsistent,
+// or no training example (token) would remain.
 StatusOr<Split> TrainTestSplit(const Dataset& d, double test_fraction, uint64_t seed);
 
 // "i/n" -> {i, n}, 0 <= i < n (decimal, no sign or spaces); InvalidArgument otherwise.
@@ -127,8 +132,8 @@ struct PartitionRef {
 };
 StatusOr<PartitionRef> ParsePartition(const std::string& text);
 
-// Splits example indices 0..labels.size()-1 into `count` disjoint parts that together use
-// every example exactly once. scheme:
+// Splits example indices 0..labels.size()-1 of a feature dataset into `count` disjoint parts
+// that together use every example exactly once. scheme:
 //   "iid"              seeded shuffle, then contiguous near-equal parts
 //   "dirichlet:ALPHA"  label skew: for each class, proportions ~ Dir(ALPHA) over the parts
 //                      (smaller ALPHA = more skew); redrawn until every part has at least
@@ -138,15 +143,43 @@ StatusOr<PartitionRef> ParsePartition(const std::string& text);
 // Each part's indices are sorted ascending; every part holds at least min_per_part examples
 // (iid parts differ in size by at most one, so it holds whenever n >= count * min_per_part).
 // InvalidArgument for an unknown scheme, a bad ALPHA, labels outside [0, num_classes),
-// n < count * min_per_part, or when 1000 Dirichlet draws all leave some part too small.
+// n < count * min_per_part, or when 1000 Dirichlet draws all leave some part too small; also
+// for "books", which partitions a token dataset (PartitionTokens).
 StatusOr<std::vector<std::vector<int64_t>>> Partition(const std::vector<int32_t>& labels, int32_t num_classes,
                                                       uint32_t count, const std::string& scheme, uint64_t seed,
                                                       int64_t min_per_part = 10);
 
+// A run of tokens [begin, end) of a token dataset.
+struct TokenRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+  bool operator==(const TokenRange&) const = default;
+};
+// Splits the stream of token dataset `d` (the training half of a split) into `count`
+// contiguous runs, in order, that together cover it exactly once: parts[0].begin == 0, each
+// part begins where the one before it ends, the last ends at d.n. No randomness (parts are
+// fixed by the data alone). scheme:
+//   "iid"    near-equal shards: sizes differ by at most one token (the first n % count parts
+//            get one more). Named after the feature scheme (no part is skewed on purpose),
+//            though each part is one stretch of the text, not a sample of all of it.
+//   "books"  whole documents: each part gets a contiguous run of at least one document (in a
+//            split's training half, the documents clipped to it). The largest part is as small
+//            as any such assignment allows; among those, each cut is the document boundary
+//            nearest its byte-balanced position (i * n / count).
+// min_per_part is a number of TOKENS: every part must hold at least that many.
+// InvalidArgument for a feature dataset, an empty or inconsistent one, an unknown scheme,
+// "dirichlet:..." (a label skew; tokens have no labels), "books" when the dataset has no
+// documents or fewer documents than parts, or when some part would hold fewer than
+// min_per_part tokens.
+StatusOr<std::vector<TokenRange>> PartitionTokens(const Dataset& d, uint32_t count, const std::string& scheme,
+                                                  int64_t min_per_part = 10);
+
 // Every client's training data in one call: the held-out split (TrainTestSplit with
 // test_fraction and seed) taken out, then the rest partitioned into `count` parts by `scheme`
-// (Partition, with the same seed). parts[i] is exactly what the client with partition i of
-// count trains on, in every process. Errors as TrainTestSplit and Partition.
+// (Partition with the same seed, or PartitionTokens for a token dataset: parts[i] is then
+// Slice(train, ranges[i]), a copy of its run: all parts together hold the training stream
+// once). parts[i] is exactly what the client with partition i of count trains on, in every
+// process. Errors as TrainTestSplit and Partition / PartitionTokens.
 StatusOr<std::vector<Dataset>> TrainingParts(const Dataset& d, double test_fraction, uint64_t seed, uint32_t count,
                                              const std::string& scheme, int64_t min_per_part = 10);
 // One of them: TrainingParts(...)[part.index] with count = part.count (InvalidArgument when

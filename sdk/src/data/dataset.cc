@@ -1,5 +1,6 @@
 // DefaultDataDir, the dataset spec parser, Subset and Slice. The file formats live in
-// loaders.cc and text.cc, the split and the partitioners in partition.cc.
+// loaders.cc and text.cc, the split and the partitioners in partition.cc (features) and
+// token_partition.cc (tokens).
 
 #include "shoal/data.h"
 
