@@ -300,6 +300,13 @@ static void test_dataset(void) {
   shoal_dataset_destroy(a);
   shoal_dataset_destroy(b);
   shoal_dataset_destroy(all);
+
+  /* The same file as text is a token dataset, which the C ABI's datasets do not give. */
+  snprintf(spec, sizeof spec, "text:%s", g_csv);
+  shoal_dataset* text = NULL;
+  CHECK_STATUS(shoal_dataset_load(spec, NULL, 3, 0.25, 0, 2, "iid", &text), SHOAL_INVALID_ARGUMENT);
+  CHECK(text == NULL);
+  CHECK(strstr(shoal_last_error(), "holds tokens") != NULL);
 }
 
 /* ---- federated runs ----------------------------------------------------------------------- */

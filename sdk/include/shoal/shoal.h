@@ -410,7 +410,8 @@ typedef struct shoal_dataset shoal_dataset;
  * cache), holds out the aggregator's test split for (seed, test_fraction) (pass the task's, so
  * you never train on the aggregator's held-out examples), and keeps part `index` of `count` of
  * the training split under `scheme` ("iid", "dirichlet:ALPHA"; NULL = "iid"). Free it with
- * shoal_dataset_destroy. */
+ * shoal_dataset_destroy. Feature datasets only: a token dataset ("kjv", "text:PATH") gives
+ * SHOAL_INVALID_ARGUMENT. */
 SHOAL_EXPORT shoal_status shoal_dataset_load(const char* name, const char* data_dir, uint64_t seed, double test_fraction,
                                              uint32_t index, uint32_t count, const char* scheme, shoal_dataset** dataset);
 /* Rows, features per row and classes (labels lie in [0, classes)); 0 for NULL. */

@@ -111,11 +111,12 @@ class Trainer {
 
 // Shoal's built-in trainer: its own models (task.model) on a dataset partition.
 struct BuiltinTrainerOptions {
-  std::string dataset = "digits";          // "digits", "csv:PATH", "idx:IMAGES,LABELS"
+  std::string dataset = "digits";          // "digits", "csv:PATH", "idx:IMAGES,LABELS" (features;
+                                           // token datasets are refused: no model takes them yet)
   std::string data_dir;                    // Default: $SHOAL_DATA_DIR or ~/.cache/shoal
   uint32_t partition_index = 0;            // this client's part, 0-based
   uint32_t partition_count = 1;            // number of parts
-  std::string partition_scheme = "iid";    // "iid" | "dirichlet:ALPHA"
+  std::string partition_scheme = "iid";    // "iid" | "dirichlet:ALPHA" (data.h: Partition)
   // The split and partition use the task's seed and test_fraction from Welcome, so every
   // process derives the same parts. If set, this must equal the task's seed (checked).
   std::optional<uint64_t> seed;

@@ -28,6 +28,7 @@ shoal_status shoal_dataset_load(const char* name, const char* data_dir, uint64_t
     const std::string dir = data_dir ? std::string(data_dir) : shoal::data::DefaultDataDir();
     auto full = shoal::data::LoadDataset(name, dir);
     if (!full.ok()) return Fail(full.status());
+    if (shoal::Status st = shoal::data::RequireFeatures(*full, "shoal_dataset_load"); !st.ok()) return Fail(st);
     auto part = shoal::data::TrainingPart(*full, test_fraction, seed, {index, count}, Str(scheme, "iid"));
     if (!part.ok()) return Fail(part.status());
     auto d = std::make_unique<shoal_dataset>();

@@ -1,11 +1,13 @@
-// DefaultDataDir, the dataset spec parser and Subset. The file formats live in loaders.cc,
-// the split and the partitioners in partition.cc.
+// DefaultDataDir, the dataset spec parser, Subset and Slice. The file formats live in
+// loaders.cc and text.cc, the split and the partitioners in partition.cc (features) and
+// token_partition.cc (tokens).
 
 #include "shoal/data.h"
 
 #include <pwd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,7 +28,13 @@ std::string JoinPath(const std::string& dir, const std::string& file) {
   return dir.back() == '/' ? dir + file : dir + "/" + file;
 }
 
-constexpr const char* kValidForms = "valid forms: digits, csv:PATH, idx:IMAGES,LABELS";
+constexpr const char* kValidForms = "valid forms: digits, csv:PATH, idx:IMAGES,LABELS, kjv, text:PATH";
+
+// A caller bug, not a data error: stop loudly rather than read out of bounds.
+[[noreturn]] void Die(const std::string& message) {
+  std::fprintf(stderr, "shoal::data::%s\n", message.c_str());
+  std::abort();
+}
 
 }  // namespace
 
@@ -61,16 +69,24 @@ StatusOr<Dataset> LoadDataset(const std::string& spec, const std::string& data_d
     }
     return LoadIdx(rest.substr(0, comma), rest.substr(comma + 1));
   }
-  if (spec == "kjv" || spec.starts_with("text:")) {
-    return Status::InvalidArgument("dataset '" + spec +
-                                   "' is a text dataset: it needs a language model (GPT), which this version of "
-                                   "Shoal lacks; use a classification dataset (" +
-                                   kValidForms + ")");
+  if (spec == "kjv") return LoadKjv(JoinPath(data_dir.empty() ? DefaultDataDir() : data_dir, "kjv.txt"));
+  if (spec.starts_with("text:")) {
+    const std::string path = spec.substr(5);
+    if (path.empty()) return Status::InvalidArgument("dataset '" + spec + "': missing PATH in text:PATH");
+    return LoadText(path);
   }
   return Status::InvalidArgument("unknown dataset '" + spec + "'; " + kValidForms);
 }
 
+Status RequireFeatures(const Dataset& d, const std::string& who) {
+  if (d.kind == DatasetKind::kFeatures) return Status::Ok();
+  return Status::InvalidArgument("dataset '" + d.name + "' holds tokens (byte-level text, vocabulary " +
+                                 std::to_string(d.vocab_size) + "); " + who +
+                                 " needs features and labels (no built-in model trains on tokens yet)");
+}
+
 Dataset Subset(const Dataset& d, const std::vector<int64_t>& indices) {
+  if (d.kind != DatasetKind::kFeatures) Die("Subset of token dataset '" + d.name + "' (use Slice)");
   Dataset out;
   out.name = d.name;
   out.dim = d.dim;
@@ -84,12 +100,32 @@ Dataset Subset(const Dataset& d, const std::vector<int64_t>& indices) {
     if (r < 0 || r >= d.n) {
       // A caller bug (indices come from Partition/TrainTestSplit of this very dataset), not a
       // data error: stop loudly rather than read out of bounds.
-      std::fprintf(stderr, "shoal::data::Subset: index %lld out of range [0, %lld)\n", static_cast<long long>(r),
-                   static_cast<long long>(d.n));
-      std::abort();
+      Die("Subset: index " + std::to_string(r) + " out of range [0, " + std::to_string(d.n) + ")");
     }
     if (dim != 0) std::memcpy(&out.x[i * dim], &d.x[static_cast<size_t>(r) * dim], dim * sizeof(float));
     out.y[i] = d.y[static_cast<size_t>(r)];
+  }
+  return out;
+}
+
+Dataset Slice(const Dataset& d, int64_t begin, int64_t end) {
+  if (d.kind != DatasetKind::kTokens) Die("Slice of feature dataset '" + d.name + "' (use Subset)");
+  if (begin < 0 || begin > end || end > d.n || static_cast<size_t>(d.n) != d.tokens.size())
+    Die("Slice: [" + std::to_string(begin) + ", " + std::to_string(end) + ") is not within the " +
+        std::to_string(d.n) + " tokens of '" + d.name + "'");
+  Dataset out;
+  out.name = d.name;
+  out.kind = DatasetKind::kTokens;
+  out.vocab_size = d.vocab_size;
+  out.n = end - begin;
+  out.tokens.assign(d.tokens.begin() + begin, d.tokens.begin() + end);
+  // Documents that overlap [begin, end): the one holding `begin` starts at 0, the others at
+  // their own start minus begin. An empty slice has none.
+  for (size_t i = 0; i < d.documents.size() && begin < end; ++i) {
+    const int64_t doc_begin = d.documents[i].start;
+    const int64_t doc_end = i + 1 < d.documents.size() ? d.documents[i + 1].start : d.n;
+    if (doc_end <= begin || doc_begin >= end) continue;
+    out.documents.push_back(Document{d.documents[i].name, std::max(doc_begin, begin) - begin});
   }
   return out;
 }

@@ -1,21 +1,19 @@
-// CSV, IDX and digits loaders. All reads go through zlib's gz* interface, which reads gzip
-// and plain files alike, so every format may be compressed.
+// CSV, IDX and digits loaders. All reads go through zlib's gz* interface (data/gz_file.h),
+// which reads gzip and plain files alike, so every format may be compressed.
 
 #include "data/loaders.h"
 
 #include <sys/stat.h>
-#include <zlib.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
-#include <memory>
 #include <string_view>
 #include <vector>
+
+#include "data/gz_file.h"
 
 namespace shoal::data {
 namespace {
@@ -25,57 +23,6 @@ constexpr size_t kMaxLineBytes = size_t{64} << 20;   // one CSV line
 constexpr uint64_t kMaxCsvCells = uint64_t{1} << 30;  // 4 GiB of floats
 constexpr double kMaxLabel = 1 << 20;                 // num_classes stays small enough to count
 constexpr size_t kReadChunk = size_t{1} << 20;        // IDX payloads grow at most this far ahead
-
-struct GzCloser {
-  void operator()(gzFile f) const { gzclose(f); }
-};
-using GzHandle = std::unique_ptr<gzFile_s, GzCloser>;
-
-// Opens `path` for reading. NotFound (with `missing_hint`) when it does not exist,
-// InvalidArgument when it is not a regular file (a directory, a device: reading those would
-// fail late or never end).
-StatusOr<GzHandle> OpenForRead(const std::string& path, const std::string& missing_hint) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT || errno == ENOTDIR) return Status::NotFound(path + ": no such file; " + missing_hint);
-    return Status::IoError(path + ": " + std::strerror(errno));
-  }
-  if (!S_ISREG(st.st_mode)) return Status::InvalidArgument(path + ": not a regular file");
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (f == nullptr) return Status::IoError(path + ": cannot open: " + std::strerror(errno));
-  gzbuffer(f, 128 * 1024);
-  return GzHandle(f);
-}
-
-// The Status for a failed gzread: IoError for an OS error, Corruption for a bad gzip stream.
-Status GzReadError(gzFile f, const std::string& path) {
-  int errnum = 0;
-  const char* msg = gzerror(f, &errnum);
-  if (errnum == Z_ERRNO) return Status::IoError(path + ": read failed: " + std::strerror(errno));
-  return Status::Corruption(path + ": cannot decompress: " + (msg ? msg : "unknown zlib error"));
-}
-
-// Reads up to `n` bytes into `out`; fewer only at the end of the (decompressed) stream.
-StatusOr<size_t> ReadUpTo(gzFile f, const std::string& path, void* out, size_t n) {
-  auto* p = static_cast<unsigned char*>(out);
-  size_t done = 0;
-  while (done < n) {
-    // gzread takes an unsigned length and returns an int: read in chunks well below both.
-    const unsigned want = static_cast<unsigned>(std::min(n - done, size_t{1} << 30));
-    const int got = gzread(f, p + done, want);
-    if (got < 0) return GzReadError(f, path);
-    if (got == 0) {
-      // gzread returns 0 both at a clean end and when a gzip stream stops mid-way (gzerror then
-      // reports Z_BUF_ERROR); only the first is an end of file.
-      int errnum = 0;
-      gzerror(f, &errnum);
-      if (errnum != Z_OK) return GzReadError(f, path);
-      break;
-    }
-    done += static_cast<size_t>(got);
-  }
-  return done;
-}
 
 // ---------------------------------------------------------------------------------------------
 // CSV

@@ -1,6 +1,7 @@
-// The held-out split and the partitioners. Every random choice comes from shoal::Rng with a
-// fixed stream per purpose, so each process that knows (labels, scheme, seed) derives the very
-// same split and parts without talking to the others.
+// The held-out split and the partitioners of feature datasets (token datasets are handed to
+// token_partition.cc). Every random choice comes from shoal::Rng with a fixed stream per
+// purpose, so each process that knows (labels, scheme, seed) derives the very same split and
+// parts without talking to the others.
 
 #include <algorithm>
 #include <charconv>
@@ -9,6 +10,7 @@
 #include <string_view>
 
 #include "core/rng.h"
+#include "data/tokens.h"
 #include "shoal/data.h"
 
 namespace shoal::data {
@@ -147,6 +149,7 @@ StatusOr<Split> TrainTestSplit(const Dataset& d, double test_fraction, uint64_t 
   if (!(test_fraction >= 0.0 && test_fraction < 1.0)) {
     return Status::InvalidArgument("test fraction must be in [0, 1), got " + std::to_string(test_fraction));
   }
+  if (d.kind == DatasetKind::kTokens) return SplitTokens(d, test_fraction);
   if (d.n <= 0 || static_cast<size_t>(d.n) != d.y.size() ||
       d.x.size() != static_cast<size_t>(d.n) * static_cast<size_t>(d.dim)) {
     return Status::InvalidArgument("dataset '" + d.name + "' is empty or inconsistent (n=" + std::to_string(d.n) +
@@ -213,6 +216,9 @@ StatusOr<std::vector<std::vector<int64_t>>> Partition(const std::vector<int32_t>
       return Status::InvalidArgument("partition scheme '" + scheme + "': ALPHA must be a positive number; " + kSchemes);
     }
     SHOAL_ASSIGN_OR_RETURN(parts, DirichletParts(labels, num_classes, count, alpha, seed, min_per_part, scheme));
+  } else if (scheme == "books") {
+    return Status::InvalidArgument("partition scheme 'books' gives each part whole documents of a token dataset "
+                                   "(kjv, text:PATH); this dataset holds labelled features; " + std::string(kSchemes));
   } else {
     return Status::InvalidArgument("unknown partition scheme '" + scheme + "'; " + kSchemes);
   }
@@ -220,8 +226,23 @@ StatusOr<std::vector<std::vector<int64_t>>> Partition(const std::vector<int32_t>
   return parts;
 }
 
+namespace {
+
+// The training parts of a token split: contiguous runs of its training stream.
+StatusOr<std::vector<Dataset>> TokenParts(const Dataset& train, uint32_t count, const std::string& scheme,
+                                          int64_t min_per_part) {
+  SHOAL_ASSIGN_OR_RETURN(std::vector<TokenRange> ranges, PartitionTokens(train, count, scheme, min_per_part));
+  std::vector<Dataset> out;
+  out.reserve(ranges.size());
+  for (const TokenRange& r : ranges) out.push_back(Slice(train, r.begin, r.end));
+  return out;
+}
+
+}  // namespace
+
 StatusOr<std::vector<Dataset>> TrainingParts(const Split& split, uint64_t seed, uint32_t count,
                                              const std::string& scheme, int64_t min_per_part) {
+  if (split.train.kind == DatasetKind::kTokens) return TokenParts(split.train, count, scheme, min_per_part);
   SHOAL_ASSIGN_OR_RETURN(auto parts, Partition(split.train.y, split.train.num_classes, count, scheme, seed, min_per_part));
   std::vector<Dataset> out;
   out.reserve(parts.size());
@@ -234,6 +255,11 @@ StatusOr<Dataset> TrainingPart(const Split& split, uint64_t seed, PartitionRef p
   if (part.count == 0 || part.index >= part.count)
     return Status::InvalidArgument("partition " + std::to_string(part.index) + "/" + std::to_string(part.count) +
                                    " does not exist (expected i/n with 0 <= i < n)");
+  if (split.train.kind == DatasetKind::kTokens) {
+    SHOAL_ASSIGN_OR_RETURN(std::vector<TokenRange> ranges,
+                           PartitionTokens(split.train, part.count, scheme, min_per_part));
+    return Slice(split.train, ranges[part.index].begin, ranges[part.index].end);
+  }
   SHOAL_ASSIGN_OR_RETURN(auto parts, Partition(split.train.y, split.train.num_classes, part.count, scheme, seed, min_per_part));
   return Subset(split.train, parts[part.index]);
 }

@@ -300,6 +300,7 @@ StatusOr<std::unique_ptr<Trainer>> MakeBuiltinTrainer(const BuiltinTrainerOption
   const std::string data_dir = options.data_dir.empty() ? data::DefaultDataDir() : options.data_dir;
   // Fail fast, with the loader's own message (it names the file and how to get it).
   SHOAL_ASSIGN_OR_RETURN(data::Dataset dataset, data::LoadDataset(options.dataset, data_dir));
+  SHOAL_RETURN_IF_ERROR(data::RequireFeatures(dataset, "the built-in trainer"));
   SHOAL_ASSIGN_OR_RETURN(Precision precision, ParsePrecision(options.precision));
   if (!(options.fp16_loss_scale >= 1.0f && options.fp16_loss_scale <= 3.0e38f))
     return Status::InvalidArgument("fp16 loss scale must be in [1, 3e38], got " + std::to_string(options.fp16_loss_scale));
@@ -312,6 +313,7 @@ namespace nn {
 
 StatusOr<std::unique_ptr<Trainer>> MakeBuiltinTrainerOnPart(const BuiltinTrainerOptions& options,
                                                            std::shared_ptr<const data::Dataset> part) {
+  SHOAL_RETURN_IF_ERROR(data::RequireFeatures(*part, "the built-in trainer"));
   SHOAL_ASSIGN_OR_RETURN(Precision precision, ParsePrecision(options.precision));
   SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, MakeBackend(options.device));
   data::Dataset shape;

@@ -13,8 +13,9 @@ EvalResult Evaluate(Model& model, std::span<const float> host_params, const data
   // Refuse inputs that would make the backend read out of bounds.
   const ModelInputs inputs = model.inputs();
   std::string problem;
-  if (model.batch_kind() != BatchKind::kFeatures)
-    problem = std::string("the model takes ") + BatchKindName(model.batch_kind()) + ", the dataset holds features";
+  if (model.batch_kind() != BatchKind::kFeatures || data.kind != data::DatasetKind::kFeatures)
+    problem = std::string("the model takes ") + BatchKindName(model.batch_kind()) + ", the dataset holds " +
+              data::DatasetKindName(data.kind) + " (Evaluate reads features only)";
   else if (host_params.size() != model.num_params())
     problem = "got " + std::to_string(host_params.size()) + " parameters, the model has " +
               std::to_string(model.num_params());

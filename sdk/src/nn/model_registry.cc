@@ -11,6 +11,10 @@ using ModelFactory = StatusOr<std::unique_ptr<Model>> (*)(const std::string& spe
                                                           Backend* backend);
 
 StatusOr<std::unique_ptr<Model>> MakeMlp(const std::string& spec, const ModelInputs& inputs, Backend* backend) {
+  if (inputs.vocab_size > 0 && inputs.input_dim == 0)
+    return Status::InvalidArgument("model '" + spec + "' takes features (rows with class labels), but the dataset "
+                                   "holds tokens (byte-level text, vocabulary " + std::to_string(inputs.vocab_size) +
+                                   "): no built-in model trains on tokens yet");
   SHOAL_ASSIGN_OR_RETURN(ModelSpec parsed, ParseModelSpec(spec));
   SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<Mlp> mlp, Mlp::Create(parsed, inputs.input_dim, inputs.num_classes, backend));
   return std::unique_ptr<Model>(std::move(mlp));
@@ -56,6 +60,7 @@ ModelInputs InputsOf(const data::Dataset& data) {
   ModelInputs inputs;
   inputs.input_dim = data.dim;
   inputs.num_classes = data.num_classes;
+  inputs.vocab_size = data.vocab_size;
   return inputs;
 }
 

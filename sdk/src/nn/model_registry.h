@@ -29,7 +29,8 @@ std::vector<std::string> ModelKinds();
 // own parser and constructor say about the rest of the spec, the shape or a null backend.
 StatusOr<std::unique_ptr<Model>> MakeModel(const std::string& spec, const ModelInputs& inputs, Backend* backend);
 
-// The shape a model for `data` is built for: its feature count and its classes.
+// The shape a model for `data` is built for: its feature count and its classes (features),
+// or its vocabulary (tokens: input_dim and num_classes 0).
 ModelInputs InputsOf(const data::Dataset& data);
 
 }  // namespace shoal::nn

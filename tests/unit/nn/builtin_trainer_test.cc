@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "core/rng.h"
 #include "shoal/data.h"
+#include "nn/builtin_trainer.h"
 #include "nn/evaluate.h"
 #include "nn/model_registry.h"
 #include "shoal/trainer.h"
@@ -119,6 +120,31 @@ TEST_F(BuiltinTrainerTest, FactoryFailsFastWithTheLoadersError) {
   o = Options();
   o.device = "tpu";
   EXPECT_FALSE(MakeBuiltinTrainer(o).ok());
+}
+
+// Token datasets (text:, kjv) load, but nothing here trains or evaluates on them yet: each
+// feature-only consumer says so instead of reading rows that are not there.
+TEST_F(BuiltinTrainerTest, TokenDatasetsAreRefusedWithAClearMessage) {
+  BuiltinTrainerOptions o = Options();
+  o.dataset = "text:" + csv_;  // the CSV file read as text
+  auto trainer = MakeBuiltinTrainer(o);
+  ASSERT_EQ(trainer.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(trainer.status().message().find("'text:" + csv_ + "' holds tokens"), std::string::npos)
+      << trainer.status().ToString();
+
+  auto text = data::LoadDataset("text:" + csv_, "");
+  ASSERT_TRUE(text.ok()) << text.status().ToString();
+  auto part = std::make_shared<const data::Dataset>(*text);
+  auto on_part = nn::MakeBuiltinTrainerOnPart(Options(), part);
+  EXPECT_EQ(on_part.status().code(), StatusCode::kInvalidArgument);
+
+  auto backend = MakeCpuBackend();
+  auto mlp = nn::MakeModel("mlp:8", {kDim, kClasses}, backend.get());
+  ASSERT_TRUE(mlp.ok());
+  std::vector<float> w = InitialModel(Task());
+  const EvalResult eval = nn::Evaluate(**mlp, w, *text);
+  EXPECT_TRUE(std::isnan(eval.loss));
+  EXPECT_EQ(eval.num_examples, 0u);
 }
 
 TEST_F(BuiltinTrainerTest, ConfigureChecksTheSeedAndTheLayout) {

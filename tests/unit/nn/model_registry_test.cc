@@ -113,6 +113,23 @@ TEST(ModelRegistry, InputsOfADataset) {
   EXPECT_EQ(InputsOf(d), (ModelInputs{64, 10, 0}));
 }
 
+TEST(ModelRegistry, TokenDatasetsGiveTheirVocabularyAndNoMlp) {
+  data::Dataset text;
+  text.name = "text:t";
+  text.kind = data::DatasetKind::kTokens;
+  text.n = 3;
+  text.vocab_size = data::kByteVocabSize;
+  text.tokens = {'a', 'b', 'c'};
+  const ModelInputs inputs = InputsOf(text);
+  EXPECT_EQ(inputs, (ModelInputs{0, 0, 256}));
+  auto backend = MakeCpuBackend();
+  for (const char* spec : {"mlp", "linear"}) {
+    auto made = MakeModel(spec, inputs, backend.get());
+    ASSERT_EQ(made.status().code(), StatusCode::kInvalidArgument) << spec;
+    EXPECT_NE(made.status().message().find("holds tokens"), std::string::npos) << made.status().message();
+  }
+}
+
 class ModelGradient : public ::testing::TestWithParam<const char*> {};
 
 // Smooth models only (GELU, or no activation), so no central difference crosses a ReLU kink.
