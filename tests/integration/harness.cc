@@ -130,6 +130,9 @@ std::vector<nlohmann::json> ReadJsonLines(const std::string& path) {
   std::string line;
   while (std::getline(f, line)) {
     if (line.empty()) continue;
+    // A last line without its newline is still being written (or its writer was killed
+    // mid-line): not a metrics line yet.
+    if (f.eof()) break;
     auto j = nlohmann::json::parse(line, nullptr, false);
     EXPECT_FALSE(j.is_discarded()) << "unparsable metrics line: " << line;
     if (!j.is_discarded()) out.push_back(std::move(j));

@@ -57,7 +57,8 @@ bool WaitFor(Pred pred, std::chrono::milliseconds timeout) {
 }
 
 std::string ReadFile(const std::string& path);
-// One JSON object per line; unparsable lines fail the calling test.
+// One JSON object per line; unparsable lines fail the calling test. A last line without its
+// newline (being written, or cut by a killed writer) is skipped.
 std::vector<nlohmann::json> ReadJsonLines(const std::string& path);
 
 // Common flags for a quick aggregator on digits.

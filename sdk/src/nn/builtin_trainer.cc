@@ -18,6 +18,7 @@
 #include "nn/model.h"
 #include "nn/model_registry.h"
 #include "nn/optimizer.h"
+#include "nn/token_windows.h"
 #include "shoal/trainer.h"
 
 namespace shoal {
@@ -73,8 +74,16 @@ class BuiltinTrainer final : public Trainer {
   DeviceArray<float> w_;         // local weights
   DeviceArray<float> w_global_;  // the round's starting point (FedProx anchor, delta base)
   DeviceArray<float> grads_;
-  DeviceArray<float> batch_x_;
-  DeviceArray<int32_t> batch_y_;
+  DeviceArray<float> batch_x_;    // features: [batch, dim]
+  DeviceArray<int32_t> batch_y_;  // features: labels [batch]; tokens: targets [batch, seq]
+  DeviceArray<int32_t> batch_tokens_;  // tokens: [batch, seq]
+  int seq_ = 0;                        // tokens: the model's context
+  std::vector<float> host_x_;          // staging for the batch uploads
+  std::vector<int32_t> host_y_, host_tokens_;
+
+  // The next minibatch of the round (drawn from `rng`, uploaded): its Batch and how many
+  // examples it scores (rows, or predicted tokens).
+  nn::Batch NextBatch(Rng& rng, std::vector<int64_t>& order, int64_t& pos, int64_t* scored);
 };
 
 Status BuiltinTrainer::Configure(const TaskConfig& task) {
@@ -98,15 +107,17 @@ Status BuiltinTrainer::Configure(const TaskConfig& task) {
   // 3. The model must be exactly the one the aggregator holds.
   SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> model,
                          nn::MakeModel(task.model, nn::InputsOf(dataset_), backend_.get()));
-  if (model->batch_kind() != nn::BatchKind::kFeatures)
+  const bool tokens = dataset_.kind == data::DatasetKind::kTokens;
+  if ((model->batch_kind() == nn::BatchKind::kTokens) != tokens)
     return Status::InvalidArgument("model '" + task.model + "' takes " + nn::BatchKindName(model->batch_kind()) +
-                                   ", dataset '" + dataset_.name + "' holds features");
+                                   ", dataset '" + dataset_.name + "' holds " + data::DatasetKindName(dataset_.kind));
   if (model->Layout() != task.layout)
-    return Status::InvalidArgument("model '" + task.model + "' on dataset '" + dataset_.name + "' (" +
-                                   std::to_string(dataset_.dim) + " features, " +
-                                   std::to_string(dataset_.num_classes) + " classes) has layout [" +
-                                   LayoutToString(model->Layout()) + "] but the task's layout is [" +
-                                   LayoutToString(task.layout) + "]");
+    return Status::InvalidArgument(
+        "model '" + task.model + "' on dataset '" + dataset_.name + "' (" +
+        (tokens ? "vocabulary " + std::to_string(dataset_.vocab_size)
+                : std::to_string(dataset_.dim) + " features, " + std::to_string(dataset_.num_classes) + " classes") +
+        ") has layout [" + LayoutToString(model->Layout()) + "] but the task's layout is [" +
+        LayoutToString(task.layout) + "]");
 
   // 4. Optimizer (its state is reset every round in Train, except DeMo's momentum, which lives
   // as long as the task) and device buffers.
@@ -132,8 +143,14 @@ Status BuiltinTrainer::Configure(const TaskConfig& task) {
   w_ = DeviceArray<float>(backend_.get(), n);
   w_global_ = DeviceArray<float>(backend_.get(), n);
   grads_ = DeviceArray<float>(backend_.get(), n);
-  batch_x_ = DeviceArray<float>(backend_.get(), static_cast<size_t>(task.batch_size) * local_.dim);
-  batch_y_ = DeviceArray<int32_t>(backend_.get(), task.batch_size);
+  seq_ = model_->max_seq_len();
+  if (tokens) {
+    batch_tokens_ = DeviceArray<int32_t>(backend_.get(), static_cast<size_t>(task.batch_size) * seq_);
+    batch_y_ = DeviceArray<int32_t>(backend_.get(), static_cast<size_t>(task.batch_size) * seq_);
+  } else {
+    batch_x_ = DeviceArray<float>(backend_.get(), static_cast<size_t>(task.batch_size) * local_.dim);
+    batch_y_ = DeviceArray<int32_t>(backend_.get(), task.batch_size);
+  }
   configured_ = true;
   // One line per client process; the simulator's thousands of trainers log it at debug.
   spdlog::log(part_ ? spdlog::level::debug : spdlog::level::info,
@@ -170,13 +187,15 @@ Status BuiltinTrainer::Train(std::span<const float> global, const RoundConfig& r
     return Status::InvalidArgument("round " + std::to_string(round.round) + ": prox_mu must be >= 0, got " +
                                    std::to_string(round.prox_mu));
 
+  // An epoch: every row once (features), or as many windows as cover the part's tokens once.
+  const bool tokens = seq_ > 0;
   const int64_t num_local = local_.n;
-  const int64_t dim = local_.dim;
   const int64_t batch = task_.batch_size;
-  const int64_t batches_per_epoch = (num_local + batch - 1) / batch;
+  const int64_t per_batch = tokens ? batch * seq_ : batch;
+  const int64_t batches_per_epoch = (num_local + per_batch - 1) / per_batch;
+  const bool empty = tokens ? nn::WindowCount(num_local, seq_) == 0 : num_local == 0;
   const int64_t total_steps =
-      num_local == 0 ? 0
-                     : (round.local_steps > 0 ? round.local_steps : int64_t{round.local_epochs} * batches_per_epoch);
+      empty ? 0 : (round.local_steps > 0 ? round.local_steps : int64_t{round.local_epochs} * batches_per_epoch);
 
   // Start from the global model; the optimizer starts fresh every round (the FL norm) unless
   // the round keeps its state, except DeMo's momentum: its residual carries over to the next
@@ -191,11 +210,9 @@ Status BuiltinTrainer::Train(std::span<const float> global, const RoundConfig& r
   optimizer_->set_learning_rate(lr);
 
   Rng rng = ShuffleRng(task_.seed, round.round, options_.partition_index);
-  std::vector<int64_t> order(static_cast<size_t>(num_local));
+  std::vector<int64_t> order(tokens ? 0 : static_cast<size_t>(num_local));
   std::iota(order.begin(), order.end(), int64_t{0});
   int64_t pos = num_local;  // forces a shuffle before the first batch
-  std::vector<float> host_x(static_cast<size_t>(batch * dim));
-  std::vector<int32_t> host_y(static_cast<size_t>(batch));
 
   double loss_sum = 0.0;
   int64_t correct = 0;
@@ -206,27 +223,11 @@ Status BuiltinTrainer::Train(std::span<const float> global, const RoundConfig& r
     if (ctx.cancelled())
       return Status::Cancelled("training cancelled in round " + std::to_string(round.round) + " after " +
                                std::to_string(step) + " of " + std::to_string(total_steps) + " steps");
-    // Next minibatch: a new permutation at each epoch boundary; the last batch of an epoch
-    // may be short (drop_last = False), and local_steps may cross epochs.
-    if (pos == num_local) {
-      rng.Shuffle(std::span<int64_t>(order));
-      pos = 0;
-    }
-    const int rows = static_cast<int>(std::min(batch, num_local - pos));
-    for (int r = 0; r < rows; ++r) {
-      const int64_t i = order[static_cast<size_t>(pos + r)];
-      std::copy_n(local_.x.data() + i * dim, dim, host_x.data() + static_cast<int64_t>(r) * dim);
-      host_y[static_cast<size_t>(r)] = local_.y[static_cast<size_t>(i)];
-    }
-    pos += rows;
-    batch_x_.Upload(host_x.data(), static_cast<size_t>(rows) * dim);
-    batch_y_.Upload(host_y.data(), static_cast<size_t>(rows));
-
+    int64_t scored = 0;
+    const nn::Batch next = NextBatch(rng, order, pos, &scored);
     const bool scaled = precision_ == Precision::kFp16;
     const float loss_scale = scaled ? scaler_.scale() : 1.0f;
-    const nn::LossSums sums =
-        model_->ForwardBackward(w_.get(), nn::Batch::Features(batch_x_.get(), batch_y_.get(), rows), grads_.get(),
-                                loss_scale);
+    const nn::LossSums sums = model_->ForwardBackward(w_.get(), next, grads_.get(), loss_scale);
     const double batch_loss = sums.loss_sum;
     if (!std::isfinite(batch_loss))
       return Status::InvalidArgument("training diverged in round " + std::to_string(round.round) + " at step " +
@@ -234,7 +235,7 @@ Status BuiltinTrainer::Train(std::span<const float> global, const RoundConfig& r
                                      std::to_string(lr) + " is probably too high");
     loss_sum += batch_loss;
     correct += sums.correct;
-    examples += static_cast<uint64_t>(rows);
+    examples += static_cast<uint64_t>(scored);
     // fp16: a scaled gradient that overflowed skips the step and halves the scale.
     const bool overflow = scaled && !std::isfinite(backend_->SumSquares(n, grads_.get()));
     if (scaled) scaler_.Update(overflow);
@@ -281,6 +282,40 @@ Status BuiltinTrainer::Train(std::span<const float> global, const RoundConfig& r
   return Status::Ok();
 }
 
+nn::Batch BuiltinTrainer::NextBatch(Rng& rng, std::vector<int64_t>& order, int64_t& pos, int64_t* scored) {
+  const int batch = static_cast<int>(task_.batch_size);
+  if (seq_ > 0) {  // tokens: `batch` windows at random starts
+    const size_t size = static_cast<size_t>(batch) * seq_;
+    host_tokens_.resize(size);
+    host_y_.resize(size);
+    nn::DrawWindows(local_, batch, seq_, rng, host_tokens_.data(), host_y_.data());
+    batch_tokens_.Upload(host_tokens_.data(), size);
+    batch_y_.Upload(host_y_.data(), size);
+    *scored = static_cast<int64_t>(size);
+    return nn::Batch::Tokens(batch_tokens_.get(), batch_y_.get(), batch, seq_);
+  }
+  // Features: a new permutation at each epoch boundary; the last batch of an epoch may be short
+  // (drop_last = False), and local_steps may cross epochs.
+  const int64_t num_local = local_.n, dim = local_.dim;
+  if (pos == num_local) {
+    rng.Shuffle(std::span<int64_t>(order));
+    pos = 0;
+  }
+  const int rows = static_cast<int>(std::min<int64_t>(batch, num_local - pos));
+  host_x_.resize(static_cast<size_t>(batch) * dim);
+  host_y_.resize(static_cast<size_t>(batch));
+  for (int r = 0; r < rows; ++r) {
+    const int64_t i = order[static_cast<size_t>(pos + r)];
+    std::copy_n(local_.x.data() + i * dim, dim, host_x_.data() + static_cast<int64_t>(r) * dim);
+    host_y_[static_cast<size_t>(r)] = local_.y[static_cast<size_t>(i)];
+  }
+  pos += rows;
+  batch_x_.Upload(host_x_.data(), static_cast<size_t>(rows) * dim);
+  batch_y_.Upload(host_y_.data(), static_cast<size_t>(rows));
+  *scored = rows;
+  return nn::Batch::Features(batch_x_.get(), batch_y_.get(), rows);
+}
+
 Status BuiltinTrainer::Evaluate(std::span<const float> params, EvalResult* out) {
   if (!configured_) return Status::FailedPrecondition("Evaluate called before Configure");
   if (params.size() != model_->num_params())
@@ -300,7 +335,6 @@ StatusOr<std::unique_ptr<Trainer>> MakeBuiltinTrainer(const BuiltinTrainerOption
   const std::string data_dir = options.data_dir.empty() ? data::DefaultDataDir() : options.data_dir;
   // Fail fast, with the loader's own message (it names the file and how to get it).
   SHOAL_ASSIGN_OR_RETURN(data::Dataset dataset, data::LoadDataset(options.dataset, data_dir));
-  SHOAL_RETURN_IF_ERROR(data::RequireFeatures(dataset, "the built-in trainer"));
   SHOAL_ASSIGN_OR_RETURN(Precision precision, ParsePrecision(options.precision));
   if (!(options.fp16_loss_scale >= 1.0f && options.fp16_loss_scale <= 3.0e38f))
     return Status::InvalidArgument("fp16 loss scale must be in [1, 3e38], got " + std::to_string(options.fp16_loss_scale));
@@ -313,13 +347,14 @@ namespace nn {
 
 StatusOr<std::unique_ptr<Trainer>> MakeBuiltinTrainerOnPart(const BuiltinTrainerOptions& options,
                                                            std::shared_ptr<const data::Dataset> part) {
-  SHOAL_RETURN_IF_ERROR(data::RequireFeatures(*part, "the built-in trainer"));
   SHOAL_ASSIGN_OR_RETURN(Precision precision, ParsePrecision(options.precision));
   SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, MakeBackend(options.device));
   data::Dataset shape;
   shape.name = part->name;
+  shape.kind = part->kind;
   shape.dim = part->dim;
   shape.num_classes = part->num_classes;
+  shape.vocab_size = part->vocab_size;
   return std::unique_ptr<Trainer>(
       std::make_unique<BuiltinTrainer>(options, std::move(shape), std::move(backend), precision, std::move(part)));
 }

@@ -43,6 +43,7 @@ class Gpt final : public Model {
   std::string spec() const override { return GptSpecToString(spec_); }
   ModelInputs inputs() const override { return {0, 0, vocab_}; }
   BatchKind batch_kind() const override { return BatchKind::kTokens; }
+  int max_seq_len() const override { return spec_.ctx; }
   Backend* backend() const override { return backend_; }
   std::vector<TensorSpec> Layout() const override;
   size_t num_params() const override { return num_params_; }

@@ -82,6 +82,8 @@ class Model {
   virtual ModelInputs inputs() const = 0;
   // What the batches given to ForwardBackward / ForwardLoss must hold.
   virtual BatchKind batch_kind() const = 0;
+  // kTokens: the longest sequence a batch may hold (the model's context); 0 for kFeatures.
+  virtual int max_seq_len() const { return 0; }
   virtual Backend* backend() const = 0;
 
   // The parameter layout, in arena order.

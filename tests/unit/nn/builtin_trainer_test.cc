@@ -124,25 +124,60 @@ TEST_F(BuiltinTrainerTest, FactoryFailsFastWithTheLoadersError) {
 
 // Token datasets (text:, kjv) load, but nothing here trains or evaluates on them yet: each
 // feature-only consumer says so instead of reading rows that are not there.
-TEST_F(BuiltinTrainerTest, TokenDatasetsAreRefusedWithAClearMessage) {
-  BuiltinTrainerOptions o = Options();
-  o.dataset = "text:" + csv_;  // the CSV file read as text
+// A text dataset trains a language model: a feature model is refused at Configure with a
+// clear message; a gpt trains on random windows of this part's tokens, reports tokens as its
+// examples, and lowers the held-out loss its own Evaluate measures.
+TEST_F(BuiltinTrainerTest, TextTrainsAGptAndRefusesAFeatureModel) {
+  const std::string text = dir_ + "/text.txt";
+  {
+    std::ofstream out(text);
+    for (int i = 0; i < 200; ++i) out << "the cat sat on the mat. the dog sat on the log.\n";
+  }
+  BuiltinTrainerOptions o = Options(0, 2);
+  o.dataset = "text:" + text;
   auto trainer = MakeBuiltinTrainer(o);
-  ASSERT_EQ(trainer.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(trainer.status().message().find("'text:" + csv_ + "' holds tokens"), std::string::npos)
-      << trainer.status().ToString();
-
-  auto text = data::LoadDataset("text:" + csv_, "");
-  ASSERT_TRUE(text.ok()) << text.status().ToString();
-  auto part = std::make_shared<const data::Dataset>(*text);
-  auto on_part = nn::MakeBuiltinTrainerOnPart(Options(), part);
-  EXPECT_EQ(on_part.status().code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(trainer.ok()) << trainer.status().ToString();
+  Status mlp = (*trainer)->Configure(Task());
+  EXPECT_EQ(mlp.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(mlp.message().find("holds tokens"), std::string::npos) << mlp.message();
 
   auto backend = MakeCpuBackend();
-  auto mlp = nn::MakeModel("mlp:8", {kDim, kClasses}, backend.get());
-  ASSERT_TRUE(mlp.ok());
-  std::vector<float> w = InitialModel(Task());
-  const EvalResult eval = nn::Evaluate(**mlp, w, *text);
+  auto gpt = nn::MakeModel("gpt:layers=1,dim=16,heads=2,ctx=16", {0, 0, 256}, backend.get());
+  ASSERT_TRUE(gpt.ok());
+  TaskConfig task;
+  task.model = (*gpt)->spec();
+  task.layout = (*gpt)->Layout();
+  task.dataset = o.dataset;
+  task.batch_size = 8;
+  task.seed = 3;
+  task.test_fraction = 0.1;
+  task.optimizer.name = "adamw";
+  task.optimizer.learning_rate = 3e-3f;
+  ASSERT_TRUE((*trainer)->Configure(task).ok());
+  ParameterArena init;
+  (*gpt)->Init(&init, task.seed);
+  std::vector<float> w(init.data(), init.data() + init.size());
+  EvalResult before;
+  ASSERT_TRUE((*trainer)->Evaluate(w, &before).ok());
+  EXPECT_NEAR(before.loss, std::log(256.0), 0.1) << "the init predicts bytes uniformly";
+  RoundConfig round;
+  round.round = 1;
+  round.local_steps = 60;
+  TrainContext ctx;
+  TrainResult r;
+  ASSERT_TRUE((*trainer)->Train(w, round, ctx, &r).ok());
+  EXPECT_EQ(r.num_examples, 60u * 8 * 16) << "the weight is the tokens predicted";
+  for (size_t i = 0; i < w.size(); ++i) w[i] += r.delta[i];
+  EvalResult after;
+  ASSERT_TRUE((*trainer)->Evaluate(w, &after).ok());
+  EXPECT_LT(after.loss, 0.6 * before.loss) << before.loss << " -> " << after.loss;
+
+  // Evaluate refuses a model of the other kind rather than read rows that are not there.
+  auto text_data = data::LoadDataset("text:" + text, "");
+  ASSERT_TRUE(text_data.ok());
+  auto mlp_model = nn::MakeModel("mlp:8", {kDim, kClasses}, backend.get());
+  ASSERT_TRUE(mlp_model.ok());
+  const EvalResult eval = nn::Evaluate(**mlp_model, InitialModel(Task()), *text_data);
   EXPECT_TRUE(std::isnan(eval.loss));
   EXPECT_EQ(eval.num_examples, 0u);
 }

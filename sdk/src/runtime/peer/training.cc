@@ -128,6 +128,7 @@ void Peer::Evaluate(nlohmann::json& line) {
     const EvalResult r = nn::Evaluate(*eval_model_, w_, test_);
     line["test_accuracy"] = r.accuracy;
     line["test_loss"] = r.loss;
+    if (eval_model_->batch_kind() == nn::BatchKind::kTokens) line["test_bits_per_byte"] = nn::BitsPerByte(r.loss);
     return;
   }
   EvalResult r;

@@ -199,6 +199,7 @@ Status Service::Impl::CloseRound() {
       {"handshakes_refused", server_->handshakes().failed_auth},
       {"allow_list_keys", allow_list_ ? allow_list_->size() : 0},
   };
+  if (model_->batch_kind() == nn::BatchKind::kTokens) line["test_bits_per_byte"] = nn::BitsPerByte(r.test_loss);
   if (eval_weight > 0) {  // of the model the clients received this round (before the update)
     line["client_eval_loss"] = eval_loss / eval_weight;
     line["client_eval_accuracy"] = eval_accuracy / eval_weight;
