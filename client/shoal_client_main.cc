@@ -101,7 +101,7 @@ int main(int argc, char** argv) {
       ("server-key", po::value(&co.server_key), "the aggregator's public key: 40 Z85 characters or its .pub file (pins the aggregator)")
       ("insecure", po::bool_switch(&co.insecure), "connect to a non-loopback aggregator without encryption or authentication")
       ("name", po::value(&co.name), "stable client name (default: HOST-partI-of-N)")
-      ("dataset", po::value(&to.dataset)->default_value(to.dataset), "digits, csv:PATH or idx:IMAGES,LABELS")
+      ("dataset", po::value(&to.dataset)->default_value(to.dataset), "digits, csv:PATH, idx:IMAGES,LABELS (features); kjv, text:PATH (byte tokens, for gpt)")
       ("data-dir", po::value(&to.data_dir), "dataset cache (default $SHOAL_DATA_DIR or ~/.cache/shoal)")
       ("partition", po::value(&partition)->default_value(partition), "this client's part i/n, 0-based (0/4 ... 3/4)")
       ("partition-scheme", po::value(&to.partition_scheme)->default_value(to.partition_scheme), "iid or dirichlet:ALPHA")

@@ -50,8 +50,8 @@ inline boost::program_options::options_description TaskOptions(AggregatorOptions
   namespace po = boost::program_options;
   po::options_description d("Task (sent to every client at Welcome)");
   d.add_options()
-      ("model", po::value(&o.model)->default_value(o.model), "model spec: mlp, mlp:H1,H2,..., mlp:H1,act=gelu, linear")
-      ("dataset", po::value(&o.dataset)->default_value(o.dataset), "digits, csv:PATH or idx:IMAGES,LABELS")
+      ("model", po::value(&o.model)->default_value(o.model), "model spec: mlp, mlp:H1,H2,..., mlp:H1,act=gelu, linear; gpt[:layers=L,dim=D,heads=H,ctx=T[,ckpt=1]] on text")
+      ("dataset", po::value(&o.dataset)->default_value(o.dataset), "digits, csv:PATH, idx:IMAGES,LABELS (features); kjv, text:PATH (byte tokens, for gpt)")
       ("data-dir", po::value(&o.data_dir), "dataset cache (default $SHOAL_DATA_DIR or ~/.cache/shoal)")
       ("seed", po::value(&o.seed)->default_value(o.seed), "seed for model init, data split and client sampling")
       ("test-fraction", po::value(&o.test_fraction)->default_value(o.test_fraction), "held-out share of the dataset")
