@@ -22,6 +22,16 @@ __global__ void GeluBackward(size_t n, const float* x, const float* dy, float* d
     dx[i] = dy[i] * (cdf + x[i] * pdf);
   }
 }
+__global__ void GeluWithDerivative(size_t n, const float* x, float* y, float* dydx) {
+  SHOAL_GRID_LOOP(i, n) {
+    const float xi = x[i];  // dydx may alias x
+    const float e = erff(xi * kInvSqrt2);
+    const float cdf = 0.5f * (1.0f + e);
+    const float pdf = kInvSqrt2Pi * expf(-0.5f * xi * xi);
+    y[i] = 0.5f * xi * (1.0f + e);
+    dydx[i] = cdf + xi * pdf;
+  }
+}
 }  // namespace
 
 void LaunchRelu(cudaStream_t s, size_t n, const float* x, float* y) {
@@ -42,6 +52,11 @@ void LaunchGelu(cudaStream_t s, size_t n, const float* x, float* y) {
 void LaunchGeluBackward(cudaStream_t s, size_t n, const float* x, const float* dy, float* dx) {
   if (n == 0) return;
   GeluBackward<<<GridFor(n), 256, 0, s>>>(n, x, dy, dx);
+  SHOAL_CUDA_LAUNCHED();
+}
+void LaunchGeluWithDerivative(cudaStream_t s, size_t n, const float* x, float* y, float* dydx) {
+  if (n == 0) return;
+  GeluWithDerivative<<<GridFor(n), 256, 0, s>>>(n, x, y, dydx);
   SHOAL_CUDA_LAUNCHED();
 }
 }  // namespace shoal::cuda

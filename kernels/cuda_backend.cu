@@ -194,6 +194,10 @@ class CudaBackend final : public Backend {
     Bind();
     LaunchScale(stream_, n, alpha, x);
   }
+  void Multiply(size_t n, const float* a, const float* b, float* out) override {
+    Bind();
+    LaunchMultiply(stream_, n, a, b, out);
+  }
   void AddBiasRows(int rows, int cols, const float* bias, float* y) override {
     Bind();
     LaunchAddBiasRows(stream_, rows, cols, bias, y);
@@ -219,6 +223,10 @@ class CudaBackend final : public Backend {
   void GeluBackward(size_t n, const float* x, const float* dy, float* dx) override {
     Bind();
     LaunchGeluBackward(stream_, n, x, dy, dx);
+  }
+  void GeluWithDerivative(size_t n, const float* x, float* y, float* dydx) override {
+    Bind();
+    LaunchGeluWithDerivative(stream_, n, x, y, dydx);
   }
 
   // Normalization, embeddings, reductions --------------------------------------------------------

@@ -186,6 +186,21 @@ TEST_F(CudaOps, StridedBatchedGemmAndCausalSoftmax) {
     for (int j = i + 1; j < n; ++j) ASSERT_EQ(got[static_cast<size_t>(i) * n + j], 0.0f) << "masked entry written";
 }
 
+TEST_F(CudaOps, GeluWithDerivativeAndMultiply) {
+  const size_t n = 3000017;
+  const auto x = Random(n, -6, 6, 44), dy = Random(n, -1, 1, 45);
+  std::vector<float> y(n), d(n), dx(n);
+  cpu_->GeluWithDerivative(n, x.data(), y.data(), d.data());
+  cpu_->Multiply(n, dy.data(), d.data(), dx.data());
+  auto d_x = Up(x), d_dy = Up(dy);
+  DeviceArray<float> d_y(gpu_.get(), n);
+  gpu_->GeluWithDerivative(n, d_x.get(), d_y.get(), d_x.get());  // the derivative over the input
+  gpu_->Multiply(n, d_dy.get(), d_x.get(), d_dy.get());
+  EXPECT_LE(Nmse(Down(d_y, n), y), 1e-12);
+  EXPECT_LE(Nmse(Down(d_x, n), d), 1e-12);
+  EXPECT_LE(Nmse(Down(d_dy, n), dx), 1e-12);
+}
+
 TEST_F(CudaOps, LayerNormEmbeddingSumSquares) {
   for (auto [rows, cols] : {std::pair{1, 3}, std::pair{17, 129}, std::pair{256, 1024}}) {
     const auto x = Random(static_cast<size_t>(rows) * cols, -3, 3, 11), g = Random(cols, 0.5, 1.5, 12),

@@ -53,6 +53,8 @@ class Backend {
                                   float* c, int ldc, int64_t stride_c, int batch, Precision precision) = 0;
   // y += alpha * x
   virtual void Axpy(size_t n, float alpha, const float* x, float* y) = 0;
+  // out = a * b, elementwise (out may alias a or b).
+  virtual void Multiply(size_t n, const float* a, const float* b, float* out) = 0;
   // x *= alpha
   virtual void Scale(size_t n, float alpha, float* x) = 0;
   // y[r, c] += bias[c] for every row r of a [rows, cols] matrix.
@@ -67,6 +69,10 @@ class Backend {
   // Exact GELU: x * Phi(x) with the error function (PyTorch's default).
   virtual void Gelu(size_t n, const float* x, float* y) = 0;
   virtual void GeluBackward(size_t n, const float* x, const float* dy, float* dx) = 0;
+  // Gelu and its derivative at once, for a backward pass that keeps it: y as Gelu, and
+  // dydx = Phi(x) + x * phi(x), so that Multiply(dy, dydx) is GeluBackward(x, dy) bit for bit,
+  // with one erf and one exp per element in all instead of two erf and one exp. dydx may alias x.
+  virtual void GeluWithDerivative(size_t n, const float* x, float* y, float* dydx) = 0;
 
   // Normalization and embeddings ----------------------------------------------------------------
   // Layer norm over each row of x[rows, cols]: y = (x - mean) * rstd * gamma + beta, with

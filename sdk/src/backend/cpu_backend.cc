@@ -68,6 +68,9 @@ class CpuBackend final : public Backend {
   void Axpy(size_t n, float alpha, const float* x, float* y) override {
     for (size_t i = 0; i < n; ++i) y[i] += alpha * x[i];
   }
+  void Multiply(size_t n, const float* a, const float* b, float* out) override {
+    for (size_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
+  }
   void Scale(size_t n, float alpha, float* x) override {
     for (size_t i = 0; i < n; ++i) x[i] *= alpha;
   }
@@ -102,6 +105,16 @@ class CpuBackend final : public Backend {
       float cdf = 0.5f * (1.0f + std::erf(x[i] * kInvSqrt2));
       float pdf = kInvSqrt2Pi * std::exp(-0.5f * x[i] * x[i]);
       dx[i] = dy[i] * (cdf + x[i] * pdf);
+    }
+  }
+  void GeluWithDerivative(size_t n, const float* x, float* y, float* dydx) override {
+    for (size_t i = 0; i < n; ++i) {
+      const float xi = x[i];  // dydx may alias x
+      const float e = std::erf(xi * kInvSqrt2);
+      const float cdf = 0.5f * (1.0f + e);
+      const float pdf = kInvSqrt2Pi * std::exp(-0.5f * xi * xi);
+      y[i] = 0.5f * xi * (1.0f + e);
+      dydx[i] = cdf + xi * pdf;
     }
   }
 

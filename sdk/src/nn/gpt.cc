@@ -154,7 +154,8 @@ void Gpt::BlockForward(const float* params, int l, int rows, int seq, Acts* a) {
   backend_->LayerNorm(n, D, a->mid.get(), params + b.ln2_w, params + b.ln2_b, kLayerNormEps, a->ln2.get(),
                       a->mean2.get(), a->rstd2.get());
   b.fc.Forward(backend_, params, a->ln2.get(), n, a->fc.get(), precision_);
-  backend_->Gelu(static_cast<size_t>(n) * 4 * D, a->fc.get(), a->gelu.get());
+  // GELU's derivative replaces its input, which the backward pass needs no longer.
+  backend_->GeluWithDerivative(static_cast<size_t>(n) * 4 * D, a->fc.get(), a->gelu.get(), a->fc.get());
   b.mlp_proj.Forward(backend_, params, a->gelu.get(), n, out, precision_);
   backend_->Axpy(static_cast<size_t>(n) * D, 1.0f, a->mid.get(), out);  // out = mid + mlp
 }
@@ -177,7 +178,7 @@ void Gpt::BlockBackward(const float* params, int l, int rows, int seq, const Act
   const size_t nd = static_cast<size_t>(n) * D;
   // out = mid + mlp_proj(gelu(fc(ln2(mid)))): dx holds dL/dout, which is also the residual's share of dL/dmid.
   b.mlp_proj.Backward(backend_, params, a.gelu.get(), dx, n, grads, dbig_.get(), precision_);
-  backend_->GeluBackward(4 * nd, a.fc.get(), dbig_.get(), dbig_.get());
+  backend_->Multiply(4 * nd, dbig_.get(), a.fc.get(), dbig_.get());  // a.fc holds GELU's derivative
   b.fc.Backward(backend_, params, a.ln2.get(), dbig_.get(), n, grads, dtmp_.get(), precision_);
   backend_->LayerNormBackward(n, D, a.mid.get(), params + b.ln2_w, a.mean2.get(), a.rstd2.get(), dtmp_.get(),
                               dtmp2_.get(), grads + b.ln2_w, grads + b.ln2_b);

@@ -71,6 +71,7 @@ class Gpt final : public Model {
     Linear qkv, proj, fc, mlp_proj;
   };
   // One block's saved activations for `capacity` tokens.
+  // `fc` holds the MLP's pre-activation, then (GeluWithDerivative) GELU's derivative there.
   struct Acts {
     DeviceArray<float> ln1, mean1, rstd1, qkv, probs, att, mid, ln2, mean2, rstd2, fc, gelu;
   };

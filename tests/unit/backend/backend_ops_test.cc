@@ -7,6 +7,7 @@
 
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -217,6 +218,24 @@ TEST(CpuBackend, CausalSoftmaxMasksLaterPositionsAndMatchesFiniteDifferences) {
   EXPECT_TRUE(GradientMatches(loss, &x, dx, 1e-2f, 2e-2, 1e-4));
   for (int i = 0; i < n; ++i)
     for (int j = i + 1; j < n; ++j) EXPECT_EQ(dx[static_cast<size_t>(i) * n + j], 0.0f);
+}
+
+// GELU with its derivative kept: y bit-identical to Gelu, and dy * dydx (Multiply)
+// bit-identical to GeluBackward, also when the derivative overwrites the input.
+TEST(CpuBackend, GeluWithDerivativeMatchesGeluAndItsBackwardBitForBit) {
+  auto be = MakeCpuBackend();
+  const size_t n = 1001;
+  const auto x = UniformVector(n, -6.0f, 6.0f, 61), dy = UniformVector(n, -1.0f, 1.0f, 62);
+  std::vector<float> y(n), dx(n), y2(n), d(n), dx2(n);
+  be->Gelu(n, x.data(), y.data());
+  be->GeluBackward(n, x.data(), dy.data(), dx.data());
+  be->GeluWithDerivative(n, x.data(), y2.data(), d.data());
+  be->Multiply(n, dy.data(), d.data(), dx2.data());
+  EXPECT_EQ(0, std::memcmp(y.data(), y2.data(), n * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(dx.data(), dx2.data(), n * sizeof(float)));
+  std::vector<float> in_place = x;
+  be->GeluWithDerivative(n, in_place.data(), y2.data(), in_place.data());
+  EXPECT_EQ(0, std::memcmp(in_place.data(), d.data(), n * sizeof(float)));
 }
 
 TEST(CpuBackend, EmbeddingGatherAndScatterAdd) {
