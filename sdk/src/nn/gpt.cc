@@ -1,7 +1,10 @@
 #include "nn/gpt.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/rng.h"
 #include "nn/loss.h"
@@ -193,8 +196,16 @@ void Gpt::BlockBackward(const float* params, int l, int rows, int seq, const Act
   backend_->Axpy(nd, 1.0f, dtmp2_.get(), dx);  // dx = dL/dx
 }
 
+// A batch longer than the context would read past the position embeddings: refused here,
+// whatever the caller checked.
+bool Gpt::Fits(int seq) const {
+  if (seq <= spec_.ctx) return true;
+  spdlog::error("model {}: a batch of {} tokens per sequence exceeds the context of {}", spec(), seq, spec_.ctx);
+  return false;
+}
+
 const float* Gpt::Logits(const float* params, const int32_t* tokens, int rows, int seq) {
-  if (rows <= 0 || seq <= 0) return nullptr;
+  if (rows <= 0 || seq <= 0 || !Fits(seq)) return nullptr;
   Reserve(rows, seq);
   Forward(params, tokens, rows, seq);
   return logits_.get();
@@ -203,6 +214,7 @@ const float* Gpt::Logits(const float* params, const int32_t* tokens, int rows, i
 LossSums Gpt::ForwardLoss(const float* params, const Batch& batch) {
   const int rows = batch.rows, seq = batch.seq_len;
   if (rows <= 0 || seq <= 0) return {};
+  if (!Fits(seq)) return {std::numeric_limits<double>::quiet_NaN(), 0};
   Reserve(rows, seq);
   Forward(params, batch.tokens, rows, seq);
   return SoftmaxCrossEntropy(backend_, rows * seq, vocab_, logits_.get(), batch.labels, nullptr);
@@ -215,6 +227,7 @@ LossSums Gpt::ForwardBackward(const float* params, const Batch& batch, float* gr
     backend_->CopyToDevice(grads, zeros.data(), zeros.size() * sizeof(float));
     return {};
   }
+  if (!Fits(seq)) return {std::numeric_limits<double>::quiet_NaN(), 0};
   Reserve(rows, seq);
   Forward(params, batch.tokens, rows, seq);
   const int n = rows * seq, D = spec_.dim;

@@ -52,7 +52,8 @@ class Gpt final : public Model {
   Precision precision() const override { return precision_; }
 
   // On a kTokens batch of `rows` sequences of seq_len <= ctx tokens: the summed loss over
-  // every position and the positions whose argmax logit is the next token.
+  // every position and the positions whose argmax logit is the next token. A longer batch is
+  // refused: a NaN loss (and no gradient), with an error logged.
   LossSums ForwardBackward(const float* params, const Batch& batch, float* grads, float loss_scale) override;
   LossSums ForwardLoss(const float* params, const Batch& batch) override;
 
@@ -84,6 +85,7 @@ class Gpt final : public Model {
   void BlockForward(const float* params, int l, int rows, int seq, Acts* a);
   // dx: dL/d(block output) in, dL/d(block input) out.
   void BlockBackward(const float* params, int l, int rows, int seq, const Acts& a, float* grads, float* dx);
+  bool Fits(int seq) const;  // seq <= ctx, else logs why
   AttentionShape Shape(int rows, int seq) const { return {rows, seq, spec_.heads, spec_.head_dim()}; }
   Acts& ActsOf(int l) { return acts_[spec_.checkpoint ? 0 : l]; }
 

@@ -180,6 +180,20 @@ TEST(Gpt, NoPositionSeesALaterToken) {
   }
 }
 
+TEST(Gpt, ABatchLongerThanTheContextIsRefused) {
+  auto be = MakeCpuBackend();
+  auto gpt = MakeGpt(be.get(), "gpt:layers=1,dim=8,heads=2,ctx=4", 5);
+  ParameterArena arena;
+  gpt->Init(&arena, 1);
+  const std::vector<int32_t> tokens(10, 1), targets(10, 2);
+  std::vector<float> grads(arena.size());
+  EXPECT_TRUE(std::isnan(gpt->ForwardBackward(arena.data(), Batch::Tokens(tokens.data(), targets.data(), 2, 5),
+                                              grads.data(), 1.0f).loss_sum));
+  EXPECT_TRUE(std::isnan(gpt->ForwardLoss(arena.data(), Batch::Tokens(tokens.data(), targets.data(), 2, 5)).loss_sum));
+  EXPECT_EQ(gpt->Logits(arena.data(), tokens.data(), 1, 5), nullptr);
+  EXPECT_NE(gpt->Logits(arena.data(), tokens.data(), 1, 4), nullptr);
+}
+
 TEST(Gpt, CheckpointingGivesBitIdenticalGradientsWithLessMemory) {
   auto be = MakeCpuBackend();
   auto plain = MakeGpt(be.get(), "gpt:layers=3,dim=16,heads=2,ctx=8", 20);
