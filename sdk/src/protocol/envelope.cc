@@ -1,5 +1,6 @@
 #include "protocol/envelope.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -44,6 +45,12 @@ Status CheckString(const flatbuffers::String* s, const char* what, bool required
 }
 
 std::string StringOrEmpty(const flatbuffers::String* s) { return s ? s->str() : std::string(); }
+
+bool ValidName(const std::string& s) {
+  static_assert(kMaxPeerName == kMaxClientName);
+  if (s.empty() || s.size() > kMaxClientName) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) { return c > 32 && c < 127; });
+}
 
 Verified VerifyFrame(std::span<const uint8_t> frame, size_t max_frame_bytes) {
   Verified v;

@@ -157,6 +157,9 @@ flatbuffers::Offset<wire::TaskConfig> BuildTask(flatbuffers::FlatBufferBuilder& 
 Status CheckString(const flatbuffers::String* s, const char* what, bool required);
 std::string StringOrEmpty(const flatbuffers::String* s);
 
+// The names of clients and of peers: 1-64 printable ASCII characters, no spaces.
+bool ValidName(const std::string& name);
+
 // Short name of a message kind for logs and metrics ("Hello", "Update", ...).
 const char* MessageName(wire::Message kind);
 

@@ -28,11 +28,6 @@ double SwarmInfo::Param(const std::string& name, double fallback) const {
   return fallback;
 }
 
-bool ValidPeerName(const std::string& s) {
-  if (s.empty() || s.size() > kMaxPeerName) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) { return c > 32 && c < 127; });
-}
-
 Frame EncodeJoin(const Header& h, const PeerInfo& self, bool want_members) {
   FlatBufferBuilder fbb(512);
   auto info = BuildPeer(fbb, self);
@@ -96,7 +91,7 @@ StatusOr<PeerInfo> DecodePeerInfo(const wire::PeerInfo* p) {
   out.name = p->name()->str();
   out.endpoint = p->endpoint()->str();
   out.curve_key = StringOrEmpty(p->curve_key());
-  if (!ValidPeerName(out.name)) return Status::Protocol("member name must be 1-64 printable characters");
+  if (!ValidName(out.name)) return Status::Protocol("member name must be 1-64 printable characters");
   if (out.endpoint.rfind("tcp://", 0) != 0 && out.endpoint.rfind("ipc://", 0) != 0)
     return Status::Protocol("member endpoint '" + out.endpoint + "' is not tcp:// or ipc://");
   if (!out.curve_key.empty() && out.curve_key.size() != 40) return Status::Protocol("member curve key is not 40 Z85 characters");
@@ -146,7 +141,7 @@ StatusOr<Join> DecodeJoin(const wire::Join* j) {
 StatusOr<PeerUpdate> DecodePeerUpdate(const wire::PeerUpdate* u) {
   PeerUpdate out;
   out.author = StringOrEmpty(u->author());
-  if (!ValidPeerName(out.author)) return Status::Protocol("update fields out of range: the author is not a valid name");
+  if (!ValidName(out.author)) return Status::Protocol("update fields out of range: the author is not a valid name");
   if (u->num_examples() == 0 || u->num_examples() > kMaxExamples)
     return Status::Protocol("update fields out of range: num_examples " + std::to_string(u->num_examples()) +
                             " is not in [1, 2^40]");
@@ -173,7 +168,7 @@ StatusOr<Commit> DecodeCommit(const wire::Commit* c) {
   for (size_t i = 0; i < c->authors()->size(); ++i) {
     const std::string author = StringOrEmpty(c->authors()->Get(i));
     const auto* hash = c->payload_hashes()->Get(i);
-    if (!ValidPeerName(author)) return Status::Protocol("bad commit entry " + std::to_string(i) + ": not a valid author name");
+    if (!ValidName(author)) return Status::Protocol("bad commit entry " + std::to_string(i) + ": not a valid author name");
     if (!hash || hash->size() != kHashHexChars)
       return Status::Protocol("bad commit entry " + std::to_string(i) + ": the payload hash is not 64 characters");
     out.entries.emplace_back(author, hash->str());
@@ -194,7 +189,7 @@ StatusOr<State> DecodeState(const wire::State* s) {
 
 StatusOr<UpdateFetch> DecodeUpdateFetch(const wire::UpdateFetch* f) {
   UpdateFetch out{StringOrEmpty(f->author())};
-  if (!ValidPeerName(out.author)) return Status::Protocol("update fetch names no valid author");
+  if (!ValidName(out.author)) return Status::Protocol("update fetch names no valid author");
   return out;
 }
 

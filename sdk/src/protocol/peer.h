@@ -81,8 +81,6 @@ struct UpdateFetch {
   std::string author;  // a valid peer name
 };
 
-// Names of members: 1-64 printable characters, like client names.
-bool ValidPeerName(const std::string& name);
 
 Frame EncodeJoin(const Header& h, const PeerInfo& self, bool want_members);
 Frame EncodeMembers(const Header& h, const SwarmInfo& swarm);

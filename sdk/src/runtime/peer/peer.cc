@@ -33,7 +33,7 @@ Status Peer::InitIdentity() {
   } else {
     SHOAL_ASSIGN_OR_RETURN(keys_, crypto::GenerateKeyPair());
   }
-  if (!protocol::ValidPeerName(o_.name)) return Status::InvalidArgument("--name must be 1-64 printable characters");
+  if (!protocol::ValidName(o_.name)) return Status::InvalidArgument("--name must be 1-64 printable characters");
   self_.name = o_.name;
   self_.endpoint = o_.advertise;
   self_.curve_key = secure_ ? crypto::Z85Key(keys_.curve_public) : "";

@@ -2,15 +2,6 @@
 
 namespace shoal::aggregator {
 
-namespace {
-
-bool PrintableName(const std::string& s) {
-  if (s.empty() || s.size() > protocol::kMaxClientName) return false;
-  return std::all_of(s.begin(), s.end(), [](char c) { return c > 32 && c < 127; });
-}
-
-}  // namespace
-
 protocol::WelcomeInfo Service::Impl::MakeWelcome(uint32_t id) const {
   protocol::WelcomeInfo w;
   w.client_id = id;
@@ -26,7 +17,7 @@ void Service::Impl::HandleHello(const transport::Listener::Inbound& in, const pr
                                 const protocol::Hello& hello) {
   const std::string& peer = in.peer;
   const std::string& name = hello.client_name;
-  if (!PrintableName(name))
+  if (!protocol::ValidName(name))
     return Reject(peer, ErrorCode::MalformedFrame, "Hello needs a client name of 1-64 printable characters");
   // A Hello repeated on the same connection (the client retries while the Welcome is in
   // flight) gets the same registration again: ids must not change under the client.
