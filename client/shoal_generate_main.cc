@@ -50,12 +50,22 @@ int main(int argc, char** argv) {
   if (!gpt.ok()) return shoal::cli::Fail(kProgram, checkpoint + ": " + gpt.status().message(), 2);
   std::vector<int32_t> bytes;
   for (unsigned char c : prompt) bytes.push_back(c);
-  std::fwrite(prompt.data(), 1, prompt.size(), stdout);
-  auto out = shoal::nn::Sample(*gpt->model, gpt->params.get(), bytes, sample, [](int32_t id) {
+  // The prompt goes out with the first drawn token (after Sample has checked its settings).
+  bool echoed = false;
+  auto echo = [&] {
+    if (!echoed) std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+    echoed = true;
+  };
+  auto out = shoal::nn::Sample(*gpt->model, gpt->params.get(), bytes, sample, [&](int32_t id) {
+    echo();
     std::fputc(id & 0xff, stdout);
     std::fflush(stdout);
   });
+  if (!out.ok()) {
+    if (echoed) std::fputc('\n', stdout);
+    return shoal::cli::Fail(kProgram, out.status().message(), 2);
+  }
+  echo();
   std::fputc('\n', stdout);
-  if (!out.ok()) return shoal::cli::Fail(kProgram, out.status().message(), 2);
   return 0;
 }

@@ -259,6 +259,12 @@ static void test_misuse(void) {
   o.num_initial_params = 3;
   CHECK_STATUS(shoal_peer_create(&o, &p), SHOAL_INVALID_ARGUMENT);
   CHECK_ERROR_MENTIONS("num_initial_params is 3");
+  o.tensors = NULL;  /* without a layout (the built-in model's) RunPeer checks the size */
+  o.num_tensors = 0;
+  CHECK_STATUS(shoal_peer_create(&o, &p), SHOAL_OK);
+  shoal_peer_destroy(p);
+  o.tensors = kLayout;
+  o.num_tensors = 2;
   o.initial_params = NULL;
   o.num_initial_params = 0;
   o.heartbeat_timeout_ms = o.heartbeat_interval_ms;

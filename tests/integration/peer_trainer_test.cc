@@ -231,6 +231,21 @@ TEST(PeerTrainer, DilocoWithTheApplicationsTrainer) {
 }
 
 // An application trainer needs the swarm's layout: without it the founder refuses to start.
+// Secure by default also for the peers a peer dials: a remote bootstrap peer without keys
+// needs --insecure (the run ends before binding anything).
+TEST(PeerTrainer, AReachableBootstrapPeerNeedsKeysOrInsecure) {
+  PeerOptions o = Task("allgather", 1, 0.1f);
+  o.task.layout = LogReg::Layout();
+  o.listen = Endpoint(FreePort());
+  o.bootstrap = {"tcp://192.0.2.7:7101"};
+  std::atomic<bool> stop{false};
+  Seen seen;
+  const Status st = RunPeer(o, std::make_unique<LogReg>(0, &seen), stop);
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("--peers tcp://192.0.2.7:7101 is not a loopback address"), std::string::npos)
+      << st.message();
+}
+
 TEST(PeerTrainer, AnApplicationTrainerNeedsTheLayout) {
   PeerOptions o = Task("allgather", 1, 0.1f);
   o.name = "p0";

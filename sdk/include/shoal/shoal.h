@@ -352,7 +352,7 @@ typedef struct shoal_peer_options {
   const char* model;                /* the model's name (a model spec for the built-in trainer). Default: "mlp" */
   size_t num_tensors;               /* the model's layout (required with the application's trainer) */
   const shoal_tensor* tensors;      /* offsets must run 0, size0, size0+size1, ... */
-  const float* initial_params;      /* the founder's starting model, num_params floats; NULL: zeros
+  const float* initial_params;      /* the founder's starting model, in layout order; NULL: zeros
                                        (application's trainer) or the built-in model's init */
   size_t num_initial_params;
   const char* optimizer;            /* "sgd", "adamw" or "demo" (see shoal/peer.h per mode). Default: "sgd" */

@@ -111,8 +111,8 @@ class Trainer {
 
 // Shoal's built-in trainer: its own models (task.model) on a dataset partition.
 struct BuiltinTrainerOptions {
-  std::string dataset = "digits";          // "digits", "csv:PATH", "idx:IMAGES,LABELS" (features;
-                                           // token datasets are refused: no model takes them yet)
+  std::string dataset = "digits";          // "digits", "csv:PATH", "idx:IMAGES,LABELS" (features),
+                                           // "kjv", "text:PATH" (byte tokens, for task.model gpt)
   std::string data_dir;                    // Default: $SHOAL_DATA_DIR or ~/.cache/shoal
   uint32_t partition_index = 0;            // this client's part, 0-based
   uint32_t partition_count = 1;            // number of parts

@@ -20,7 +20,7 @@
 
 namespace shoal {
 
-inline constexpr uint32_t kBackendModuleAbi = 2;  // 2: GemmStridedBatched, CausalSoftmax, Multiply, GeluWithDerivative
+inline constexpr uint32_t kBackendModuleAbi = 3;  // 2: GemmStridedBatched, CausalSoftmax; 3: Multiply, GeluWithDerivative
 // The file the registry looks for (beside libshoal, in ../lib from the executable's folder, in
 // $SHOAL_CUDA_MODULE, then on the loader's search path).
 inline constexpr const char* kCudaModuleFile = "libshoal-cuda.so";

@@ -83,7 +83,8 @@ Status ToPeerOptions(const shoal_peer_options& c, shoal::PeerOptions* o) {
   o->task.model = Str(c.model, "mlp");
   SHOAL_ASSIGN_OR_RETURN(o->task.layout, Layout(c.tensors, c.num_tensors));
   if (c.initial_params) {
-    if (c.num_initial_params != shoal::LayoutSize(o->task.layout))
+    // Without a layout (the built-in trainer's model gives it), RunPeer checks the size.
+    if (!o->task.layout.empty() && c.num_initial_params != shoal::LayoutSize(o->task.layout))
       return Status::InvalidArgument("num_initial_params is " + std::to_string(c.num_initial_params) +
                                      ", the layout holds " + std::to_string(shoal::LayoutSize(o->task.layout)));
     o->initial_params.assign(c.initial_params, c.initial_params + c.num_initial_params);

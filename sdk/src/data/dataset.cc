@@ -82,7 +82,7 @@ Status RequireFeatures(const Dataset& d, const std::string& who) {
   if (d.kind == DatasetKind::kFeatures) return Status::Ok();
   return Status::InvalidArgument("dataset '" + d.name + "' holds tokens (byte-level text, vocabulary " +
                                  std::to_string(d.vocab_size) + "); " + who +
-                                 " needs features and labels (no built-in model trains on tokens yet)");
+                                 " needs features and labels");
 }
 
 Dataset Subset(const Dataset& d, const std::vector<int64_t>& indices) {

@@ -38,7 +38,11 @@ EvalResult EvaluateTokens(Model& model, std::span<const float> host_params, cons
   EvalResult result;
   const int seq = model.max_seq_len();
   const std::vector<int64_t> starts = EvalWindowStarts(data.n, seq, kMaxEvalWindows);
-  if (starts.empty()) return result;
+  if (starts.empty()) {  // not one window fits: no score, rather than a perfect one
+    spdlog::error("Evaluate({}, {}): {} tokens hold no window of {} + 1", model.spec(), data.name, data.n, seq);
+    result.loss = result.accuracy = std::numeric_limits<double>::quiet_NaN();
+    return result;
+  }
   const int rows = std::max(1, batch / seq);
   Backend* backend = model.backend();
   DeviceArray<float> params(backend, host_params.size());

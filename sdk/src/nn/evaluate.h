@@ -23,7 +23,8 @@ inline constexpr int64_t kMaxEvalWindows = 512;
 //   tokens    the windows of nn/token_windows.h EvalWindowStarts(n, max_seq_len,
 //             kMaxEvalWindows), `batch` tokens per forward pass; the loss is in nats per token,
 //             the accuracy that of the next token, n the tokens predicted
-// An empty dataset (or a stream shorter than a window) gives {0, 0, 0}. If the parameters, the
+// An empty dataset gives {0, 0, 0}; a token stream too short for one window, NaN with n = 0
+// (and an error logged). If the parameters, the
 // data's kind or shape or its labels do not fit the model, logs an error and returns
 // loss = accuracy = NaN with n = 0 instead of reading out of bounds.
 EvalResult Evaluate(Model& model, std::span<const float> host_params, const data::Dataset& data, int batch = 512);

@@ -248,9 +248,13 @@ LossSums Gpt::ForwardBackward(const float* params, const Batch& batch, float* gr
   float* dpos = grads + pos_emb_;
   backend_->CopyOnDevice(dpos, dx_.get(), sd * sizeof(float));
   for (int r = 1; r < rows; ++r) backend_->Axpy(sd, 1.0f, dx_.get() + r * sd, dpos);
-  if (td > sd) {
-    zeros_.assign(td - sd, 0.0f);
-    backend_->CopyToDevice(dpos + sd, zeros_.data(), zeros_.size() * sizeof(float));
+  if (td > sd) {  // positions this batch did not reach
+    if (zeros_.size() < td) {
+      zeros_ = DeviceArray<float>(backend_, td);
+      const std::vector<float> host(td, 0.0f);
+      zeros_.Upload(host.data(), td);
+    }
+    backend_->CopyOnDevice(dpos + sd, zeros_.get(), (td - sd) * sizeof(float));
   }
   backend_->EmbeddingScatterAdd(n, D, dx_.get(), batch.tokens, grads + tok_emb_);
   return sums;

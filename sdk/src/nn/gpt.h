@@ -102,7 +102,7 @@ class Gpt final : public Model {
   std::vector<Acts> acts_;              // one per block, or one shared when checkpointing
   DeviceArray<float> lnf_, meanf_, rstdf_, logits_, dlogits_;
   DeviceArray<float> dx_, dtmp_, dtmp2_, dbig_, dprobs_;
-  std::vector<float> zeros_;            // host zeros for the position-gradient rows beyond seq
+  DeviceArray<float> zeros_;            // zeros for the position-gradient rows beyond seq (ctx * dim)
 };
 
 }  // namespace shoal::nn

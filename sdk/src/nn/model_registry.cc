@@ -14,7 +14,7 @@ StatusOr<std::unique_ptr<Model>> MakeMlp(const std::string& spec, const ModelInp
   if (inputs.vocab_size > 0 && inputs.input_dim == 0)
     return Status::InvalidArgument("model '" + spec + "' takes features (rows with class labels), but the dataset "
                                    "holds tokens (byte-level text, vocabulary " + std::to_string(inputs.vocab_size) +
-                                   "): no built-in model trains on tokens yet");
+                                   "): use a language model (gpt)");
   SHOAL_ASSIGN_OR_RETURN(ModelSpec parsed, ParseModelSpec(spec));
   SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<Mlp> mlp, Mlp::Create(parsed, inputs.input_dim, inputs.num_classes, backend));
   return std::unique_ptr<Model>(std::move(mlp));

@@ -34,6 +34,9 @@ StatusOr<std::vector<int32_t>> Sample(Gpt& model, const float* params, const std
     window.Upload(out.data() + out.size() - len, static_cast<size_t>(len));
     const float* all = model.Logits(params, window.get(), 1, len);
     be->CopyToHost(logits.data(), all + static_cast<size_t>(len - 1) * vocab, sizeof(float) * vocab);
+    if (!std::all_of(logits.begin(), logits.end(), [](float v) { return std::isfinite(v); }))
+      return Status::InvalidArgument("the model's logits are not finite after " + std::to_string(out.size()) +
+                                     " tokens: the checkpoint holds a diverged model");
     std::iota(order.begin(), order.end(), 0);
     std::partial_sort(order.begin(), order.begin() + k, order.end(),
                       [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });

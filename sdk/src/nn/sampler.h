@@ -6,7 +6,7 @@
 // trains on a CPU), divided by the temperature, restricted to the top_k largest (ties broken
 // by the lower id), softmax, and one draw from shoal::Rng(seed). temperature 0 is greedy
 // (argmax); top_k 0 means the whole vocabulary. Refuses an empty prompt, ids outside the
-// vocabulary, a negative or non-finite temperature.
+// vocabulary, a negative or non-finite temperature, and non-finite logits (a diverged model).
 #pragma once
 
 #include <cstdint>

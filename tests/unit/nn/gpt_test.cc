@@ -13,6 +13,7 @@
 
 #include "grad_check.h"
 #include "nn/attention.h"
+#include "nn/evaluate.h"
 #include "nn/gpt.h"
 
 namespace shoal::nn {
@@ -192,6 +193,26 @@ TEST(Gpt, ABatchLongerThanTheContextIsRefused) {
   EXPECT_TRUE(std::isnan(gpt->ForwardLoss(arena.data(), Batch::Tokens(tokens.data(), targets.data(), 2, 5)).loss_sum));
   EXPECT_EQ(gpt->Logits(arena.data(), tokens.data(), 1, 5), nullptr);
   EXPECT_NE(gpt->Logits(arena.data(), tokens.data(), 1, 4), nullptr);
+}
+
+TEST(Gpt, HeldOutTextShorterThanAWindowHasNoScore) {
+  auto be = MakeCpuBackend();
+  auto gpt = MakeGpt(be.get(), "gpt:layers=1,dim=8,heads=2,ctx=4", 256);
+  ParameterArena arena;
+  gpt->Init(&arena, 1);
+  data::Dataset text;
+  text.kind = data::DatasetKind::kTokens;
+  text.vocab_size = 256;
+  text.tokens = {'a', 'b', 'c', 'd'};  // 4 tokens: no window of 4 + 1
+  text.n = 4;
+  const EvalResult none = Evaluate(*gpt, std::span<const float>(arena.data(), arena.size()), text);
+  EXPECT_TRUE(std::isnan(none.loss));
+  EXPECT_EQ(none.num_examples, 0u);
+  text.tokens.push_back('e');
+  text.n = 5;
+  const EvalResult one = Evaluate(*gpt, std::span<const float>(arena.data(), arena.size()), text);
+  EXPECT_NEAR(one.loss, std::log(256.0), 0.05);
+  EXPECT_EQ(one.num_examples, 4u);
 }
 
 TEST(Gpt, CheckpointingGivesBitIdenticalGradientsWithLessMemory) {

@@ -18,14 +18,16 @@ Status Peer::InitIdentity() {
   if (o_.advertise.find('*') != std::string::npos)
     return Status::InvalidArgument("--listen " + o_.listen + " has a wildcard: give --advertise with the address "
                                    "the other peers reach this one at");
+  // The endpoints this peer listens on, is reached at, and dials (ENDPOINT@KEY: the endpoint).
+  std::vector<std::pair<std::string, std::string>> endpoints = {{"--listen", o_.listen}, {"--advertise", o_.advertise}};
+  for (const std::string& b : o_.bootstrap) endpoints.emplace_back("--peers", b.substr(0, b.find('@')));
   SHOAL_ASSIGN_OR_RETURN(secure_, transport::CheckSecurityFlags({.role = "peer",
                                                                  .secret_key = o_.secret_key_file,
                                                                  .others_flag = "--allow-keys",
                                                                  .others = o_.allow_keys,
                                                                  .others_what = "the peers' public keys",
                                                                  .insecure = o_.insecure,
-                                                                 .endpoints = {{"--listen", o_.listen},
-                                                                               {"--advertise", o_.advertise}}}));
+                                                                 .endpoints = std::move(endpoints)}));
   // Updates are signed even without transport security (with a key made for this run), so a
   // relayed update still names its author; without CURVE the binding is not authenticated.
   if (secure_) {
