@@ -5,6 +5,23 @@
 #include <algorithm>
 
 namespace shoal::cuda {
+namespace {
+
+// The operands of a bf16/fp16 GEMM: na floats at a into a16 and nb at b into b16, in `p`'s
+// format; returns cuBLAS's type for it.
+cudaDataType_t ToHalfWidth(cudaStream_t s, Precision p, size_t na, const float* a, void* a16, size_t nb,
+                           const float* b, void* b16) {
+  if (p == Precision::kBf16) {
+    LaunchToBf16(s, na, a, static_cast<__nv_bfloat16*>(a16));
+    LaunchToBf16(s, nb, b, static_cast<__nv_bfloat16*>(b16));
+    return CUDA_R_16BF;
+  }
+  LaunchToHalf(s, na, a, static_cast<__half*>(a16));
+  LaunchToHalf(s, nb, b, static_cast<__half*>(b16));
+  return CUDA_R_16F;
+}
+
+}  // namespace
 
 void Gemm(cublasHandle_t h, cudaStream_t s, bool ta, bool tb, int m, int n, int k, float alpha, const float* a,
           const float* b, float beta, float* c, Precision p, void* a16, void* b16) {
@@ -23,17 +40,7 @@ void Gemm(cublasHandle_t h, cudaStream_t s, bool ta, bool tb, int m, int n, int 
       return;
     case Precision::kBf16:
     case Precision::kFp16: {
-      const size_t na = static_cast<size_t>(m) * k, nb = static_cast<size_t>(k) * n;
-      cudaDataType_t type;
-      if (p == Precision::kBf16) {
-        LaunchToBf16(s, na, a, static_cast<__nv_bfloat16*>(a16));
-        LaunchToBf16(s, nb, b, static_cast<__nv_bfloat16*>(b16));
-        type = CUDA_R_16BF;
-      } else {
-        LaunchToHalf(s, na, a, static_cast<__half*>(a16));
-        LaunchToHalf(s, nb, b, static_cast<__half*>(b16));
-        type = CUDA_R_16F;
-      }
+      const cudaDataType_t type = ToHalfWidth(s, p, static_cast<size_t>(m) * k, a, a16, static_cast<size_t>(k) * n, b, b16);
       SHOAL_CUDA_CHECK(cublasGemmEx(h, op_b, op_a, n, m, k, &alpha, b16, type, ldb, a16, type, lda, &beta, c,
                                     CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
       return;
@@ -61,18 +68,8 @@ void GemmStridedBatched(cublasHandle_t h, cudaStream_t s, bool ta, bool tb, int 
       return;
     case Precision::kBf16:
     case Precision::kFp16: {
-      const size_t na = StridedSpan(ta ? k : m, ta ? m : k, lda, stride_a, batch);
-      const size_t nb = StridedSpan(tb ? n : k, tb ? k : n, ldb, stride_b, batch);
-      cudaDataType_t type;
-      if (p == Precision::kBf16) {
-        LaunchToBf16(s, na, a, static_cast<__nv_bfloat16*>(a16));
-        LaunchToBf16(s, nb, b, static_cast<__nv_bfloat16*>(b16));
-        type = CUDA_R_16BF;
-      } else {
-        LaunchToHalf(s, na, a, static_cast<__half*>(a16));
-        LaunchToHalf(s, nb, b, static_cast<__half*>(b16));
-        type = CUDA_R_16F;
-      }
+      const cudaDataType_t type = ToHalfWidth(s, p, StridedSpan(ta ? k : m, ta ? m : k, lda, stride_a, batch), a, a16,
+                                              StridedSpan(tb ? n : k, tb ? k : n, ldb, stride_b, batch), b, b16);
       SHOAL_CUDA_CHECK(cublasGemmStridedBatchedEx(h, op_b, op_a, n, m, k, &alpha, b16, type, ldb, stride_b, a16, type,
                                                   lda, stride_a, &beta, c, CUDA_R_32F, ldc, stride_c, batch,
                                                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));

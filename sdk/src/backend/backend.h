@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/precision.h"
 #include "shoal/status.h"
@@ -119,6 +120,13 @@ class Backend {
   virtual void AdamWStep(size_t n, float* w, const float* grad, float* m, float* v, float lr,
                          float beta1, float beta2, float eps, float weight_decay, int64_t t) = 0;
 };
+
+// Writes n zeros at x (backend memory) through a host copy: never reads x, so NaN there does
+// not survive (as it would a Scale by 0). For rare paths; not for every step on a GPU.
+inline void UploadZeros(Backend* backend, float* x, size_t n) {
+  const std::vector<float> zeros(n, 0.0f);
+  backend->CopyToDevice(x, zeros.data(), n * sizeof(float));
+}
 
 // The CPU reference backend (OpenBLAS for GEMM). Never fails to construct.
 std::unique_ptr<Backend> MakeCpuBackend();

@@ -32,19 +32,10 @@ class CpuBackend final : public Backend {
   void CopyToHost(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
   void CopyOnDevice(void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes); }
 
+  // One packed GEMM is a batch of one (the same cblas call, rounding included).
   void GemmEx(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, const float* b, float beta,
               float* c, Precision precision) override {
-    if (precision != Precision::kFp32) {
-      // Tensor-core semantics, emulated: operands rounded to the format, fp32 accumulation.
-      round_a_.assign(a, a + static_cast<size_t>(m) * k);
-      round_b_.assign(b, b + static_cast<size_t>(k) * n);
-      RoundTo(precision, round_a_.data(), round_a_.size());
-      RoundTo(precision, round_b_.data(), round_b_.size());
-      a = round_a_.data();
-      b = round_b_.data();
-    }
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k,
-                alpha, a, ta ? m : k, b, tb ? k : n, beta, c, n);
+    GemmStridedBatched(ta, tb, m, n, k, alpha, a, ta ? m : k, 0, b, tb ? k : n, 0, beta, c, n, 0, 1, precision);
   }
 
   void GemmStridedBatched(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda,
@@ -54,7 +45,8 @@ class CpuBackend final : public Backend {
       const float* ai = a + i * stride_a;
       const float* bi = b + i * stride_b;
       int ld_a = lda, ld_b = ldb;
-      if (precision != Precision::kFp32) {  // pack and round, as GemmEx
+      if (precision != Precision::kFp32) {
+        // Tensor-core semantics, emulated: operands packed, rounded to the format; fp32 accumulation.
         ai = Rounded(ai, ta ? k : m, ta ? m : k, lda, precision, &round_a_);
         bi = Rounded(bi, tb ? n : k, tb ? k : n, ldb, precision, &round_b_);
         ld_a = ta ? m : k;
@@ -273,7 +265,7 @@ class CpuBackend final : public Backend {
     return out->data();
   }
 
-  std::vector<float> round_a_, round_b_;  // GemmEx operands rounded to a reduced precision
+  std::vector<float> round_a_, round_b_;  // GEMM operands rounded to a reduced precision
   std::vector<double> sums_;              // SumRows' column sums
 };
 

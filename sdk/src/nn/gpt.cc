@@ -223,8 +223,7 @@ LossSums Gpt::ForwardLoss(const float* params, const Batch& batch) {
 LossSums Gpt::ForwardBackward(const float* params, const Batch& batch, float* grads, float loss_scale) {
   const int rows = batch.rows, seq = batch.seq_len;
   if (rows <= 0 || seq <= 0) {
-    std::vector<float> zeros(num_params_, 0.0f);
-    backend_->CopyToDevice(grads, zeros.data(), zeros.size() * sizeof(float));
+    UploadZeros(backend_, grads, num_params_);  // no tokens: a zero gradient
     return {};
   }
   if (!Fits(seq)) return {std::numeric_limits<double>::quiet_NaN(), 0};
@@ -249,10 +248,9 @@ LossSums Gpt::ForwardBackward(const float* params, const Batch& batch, float* gr
   backend_->CopyOnDevice(dpos, dx_.get(), sd * sizeof(float));
   for (int r = 1; r < rows; ++r) backend_->Axpy(sd, 1.0f, dx_.get() + r * sd, dpos);
   if (td > sd) {  // positions this batch did not reach
-    if (zeros_.size() < td) {
+    if (zeros_.size() < td) {  // once: afterwards a copy on the device every step
       zeros_ = DeviceArray<float>(backend_, td);
-      const std::vector<float> host(td, 0.0f);
-      zeros_.Upload(host.data(), td);
+      UploadZeros(backend_, zeros_.get(), td);
     }
     backend_->CopyOnDevice(dpos + sd, zeros_.get(), (td - sd) * sizeof(float));
   }

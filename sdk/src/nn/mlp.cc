@@ -123,9 +123,7 @@ LossSums Mlp::ForwardBackward(const float* params, const Batch& batch, float* gr
   const int rows = batch.rows;
   const float* x = batch.features;
   if (rows <= 0) {
-    // No examples: a zero gradient (upload zeros rather than scaling possibly-NaN memory).
-    std::vector<float> zeros(num_params_, 0.0f);
-    backend_->CopyToDevice(grads, zeros.data(), zeros.size() * sizeof(float));
+    UploadZeros(backend_, grads, num_params_);  // no examples: a zero gradient
     return {};
   }
   EnsureScratch(rows);
