@@ -106,6 +106,12 @@ TEST(LanguageModel, PeersTrainAGptWithAdamWOnTheMeanGradient) {
                            40, 0.7);
 }
 
+TEST(LanguageModel, PeersTrainAGptWithAdamWOnARingAllReduce) {
+  ExpectOneModelThatLearns(RunPeers("lm-allreduce", {"--mode", "allreduce", "--client-optimizer", "adamw", "--lr",
+                                                     "0.01", "--steps", "40"}),
+                           40, 0.7);
+}
+
 TEST(LanguageModel, PeersTrainAGptWithDemo) {
   ExpectOneModelThatLearns(RunPeers("lm-demo", {"--mode", "allgather", "--client-optimizer", "demo", "--lr", "0.003",
                                                 "--client-demo-topk", "8", "--client-demo-chunk", "32", "--codec",
@@ -116,6 +122,13 @@ TEST(LanguageModel, PeersTrainAGptWithDemo) {
 TEST(LanguageModel, PeersTrainAGptWithDiloco) {
   ExpectOneModelThatLearns(RunPeers("lm-diloco", {"--mode", "diloco", "--client-optimizer", "adamw", "--lr", "0.005",
                                                   "--diloco-inner-steps", "20", "--steps", "4"}),
+                           4, 0.7);
+}
+
+TEST(LanguageModel, PeersTrainAGptWithDilocoOnAnInt8RingAllReduce) {
+  ExpectOneModelThatLearns(RunPeers("lm-diloco-ring", {"--mode", "diloco", "--diloco-allreduce", "--codec", "int8",
+                                                       "--client-optimizer", "adamw", "--lr", "0.005",
+                                                       "--diloco-inner-steps", "20", "--steps", "4"}),
                            4, 0.7);
 }
 

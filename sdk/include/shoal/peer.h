@@ -4,7 +4,8 @@
 //
 // Every mode trains through a Trainer (shoal/trainer.h): the built-in one on `data`, or the
 // application's own (RunPeer's second form), whose Train runs the mode's local work:
-//   allgather  Train(replica, {local_steps = 1, learning_rate = 1}) with the task's optimizer
+//   allgather, allreduce
+//              Train(replica, {local_steps = 1, learning_rate = 1}) with the task's optimizer
 //              replaced by plain SGD (lr 1, no momentum, no weight decay): delta = -gradient;
 //              with "demo", the task's DeMo optimizer: delta = -(extracted components);
 //   diloco     Train(replica, {local_steps = diloco_inner_steps}) with the task's optimizer;
@@ -16,8 +17,15 @@
 //              gradient, or, with the "demo" optimizer, minus its DeMo components) to every member; a step leader commits which
 //              updates the step applies, and every replica applies them in canonical order,
 //              so the replicas stay bit-identical (checked by hash every step).
+//   allreduce  dense data parallelism (DDP): every step the members' gradients are summed by a
+//              ring all-reduce (reduce-scatter + all-gather over the live members in name
+//              order, each member sending 2 (N-1)/N of the model), and every replica takes the
+//              task's optimizer step on the weighted mean. The codec must be dense: none, or
+//              bf16/fp16/int8 per hop. A member that vanishes mid-ring is dropped at its
+//              heartbeat timeout and the step's ring restarts without it.
 //   diloco     DiLoCo: `diloco_inner_steps` local AdamW steps, then the same commit of the
-//              encoded pseudo-gradients and an outer Nesterov step.
+//              encoded pseudo-gradients (or, with diloco_allreduce, their ring all-reduce)
+//              and an outer Nesterov step.
 //   gossip     D-PSGD: a local step, then an average with `gossip_k` members drawn from the
 //              step's shared seed; replicas differ, and the metrics report their spread.
 #pragma once
@@ -59,7 +67,7 @@ struct PeerOptions {
   // The swarm's task and settings. The founding peer's are the swarm's; a joining peer
   // receives them (only its data options below are its own).
   TaskConfig task;                        // model, optimizer (the inner one for diloco), batch, seed, codec
-  std::string mode = "allgather";         // allgather | diloco | gossip
+  std::string mode = "allgather";         // allgather | allreduce | diloco | gossip
   uint64_t steps = 0;                     // stop after this many steps; 0 = until stopped
   uint32_t min_peers = 1;                 // step 1 waits until this many members are present
   uint32_t step_timeout_ms = 2000;        // the leader commits without updates missing this long
@@ -69,6 +77,7 @@ struct PeerOptions {
   uint32_t diloco_inner_steps = 100;      // H, as OpenDiLoCo / INTELLECT-1
   float diloco_outer_lr = 0.7f;
   float diloco_outer_momentum = 0.9f;
+  bool diloco_allreduce = false;          // diloco: pseudo-gradients through the ring all-reduce
   uint32_t gossip_k = 2;                  // members each peer sends its model to per step
   uint32_t eval_every = 10;               // held-out evaluation every this many steps (0 = never)
 

@@ -75,6 +75,7 @@ StatusOr<Body> DecodeBody(const wire::Envelope* env) {
     case MessageKind::StateRequest: return AsBody(DecodeStateRequest(env->message_as_StateRequest()));
     case MessageKind::State: return AsBody(DecodeState(env->message_as_State()));
     case MessageKind::UpdateFetch: return AsBody(DecodeUpdateFetch(env->message_as_UpdateFetch()));
+    case MessageKind::RingSegment: return AsBody(DecodeRingSegment(env->message_as_RingSegment()));
     default:  // VerifyFrame lets no other kind through
       return Status::Protocol(std::string("no decoder for message kind ") + MessageName(env->message_type()));
   }

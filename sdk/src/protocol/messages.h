@@ -64,9 +64,9 @@ struct Bye {
 };
 
 // One alternative per message kind; the peer messages' (Join, SwarmInfo for Members,
-// PeerUpdate, Commit, StateRequest, State, UpdateFetch) are in protocol/peer.h.
+// PeerUpdate, Commit, StateRequest, State, UpdateFetch, RingSegment) are in protocol/peer.h.
 using Body = std::variant<Hello, WelcomeInfo, RoundTask, UpdateChunk, Resync, Ack, ErrorReply, Heartbeat, Bye,
-                          Join, SwarmInfo, PeerUpdate, Commit, StateRequest, State, UpdateFetch>;
+                          Join, SwarmInfo, PeerUpdate, Commit, StateRequest, State, UpdateFetch, RingSegment>;
 
 struct Message {
   Header header;

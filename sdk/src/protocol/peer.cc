@@ -82,6 +82,14 @@ Frame EncodeUpdateFetch(const Header& h, const std::string& author) {
   return Finish(fbb, h, wire::Message::UpdateFetch, wire::CreateUpdateFetchDirect(fbb, author.c_str()).Union());
 }
 
+Frame EncodeRingSegment(const Header& h, const RingSegment& r, const ChunkRef& chunk) {
+  FlatBufferBuilder fbb(chunk.data.size() + 512);
+  auto c = BuildChunk(fbb, chunk);
+  auto msg = wire::CreateRingSegment(fbb, fbb.CreateString(r.ring_hash), r.attempt, r.phase, r.hop, r.segment,
+                                     r.contributors, r.weight, r.loss, c);
+  return Finish(fbb, h, wire::Message::RingSegment, msg.Union());
+}
+
 StatusOr<PeerInfo> DecodePeerInfo(const wire::PeerInfo* p) {
   if (!p) return Status::Protocol("member description is missing");
   SHOAL_RETURN_IF_ERROR(CheckString(p->name(), "member name", true));
@@ -106,7 +114,7 @@ StatusOr<SwarmInfo> DecodeMembers(const wire::Members* m) {
   SHOAL_ASSIGN_OR_RETURN(out.task, DecodeTask(m->task()));
   SHOAL_RETURN_IF_ERROR(CheckString(m->mode(), "swarm mode", true));
   out.mode = m->mode()->str();
-  if (out.mode != "allgather" && out.mode != "diloco" && out.mode != "gossip")
+  if (out.mode != "allgather" && out.mode != "allreduce" && out.mode != "diloco" && out.mode != "gossip")
     return Status::Protocol("unknown swarm mode '" + out.mode + "'");
   if (!m->members() || m->members()->size() == 0 || m->members()->size() > kMaxMembers)
     return Status::Protocol("member list must hold 1-4096 members");
@@ -190,6 +198,28 @@ StatusOr<State> DecodeState(const wire::State* s) {
 StatusOr<UpdateFetch> DecodeUpdateFetch(const wire::UpdateFetch* f) {
   UpdateFetch out{StringOrEmpty(f->author())};
   if (!ValidName(out.author)) return Status::Protocol("update fetch names no valid author");
+  return out;
+}
+
+StatusOr<RingSegment> DecodeRingSegment(const wire::RingSegment* r) {
+  RingSegment out;
+  if (!r->ring_hash() || r->ring_hash()->size() != kHashHexChars)
+    return Status::Protocol("ring segment out of range: the ring hash is not 64 characters");
+  if (r->phase() > 1) return Status::Protocol("ring segment out of range: phase " + std::to_string(r->phase()) + " is not 0 or 1");
+  if (r->hop() >= kMaxMembers || r->segment() >= kMaxMembers || r->contributors() == 0 || r->contributors() > kMaxMembers)
+    return Status::Protocol("ring segment out of range: hop, segment or contributors exceed the member limit");
+  constexpr double kMaxWeight = static_cast<double>(kMaxMembers) * static_cast<double>(kMaxExamples);
+  if (!std::isfinite(r->weight()) || r->weight() < 0 || r->weight() > kMaxWeight || !std::isfinite(r->loss()))
+    return Status::Protocol("ring segment out of range: the weight or loss is not finite or out of range");
+  out.ring_hash = r->ring_hash()->str();
+  out.attempt = r->attempt();
+  out.phase = r->phase();
+  out.hop = r->hop();
+  out.segment = r->segment();
+  out.contributors = r->contributors();
+  out.weight = r->weight();
+  out.loss = r->loss();
+  out.chunk = ViewChunk(r->payload());
   return out;
 }
 

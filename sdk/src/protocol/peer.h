@@ -7,8 +7,10 @@
 // unknown mode, an empty or oversized member list, inconsistent timing, bad parameters; an
 // update whose author is not a valid name, whose weight is outside [1, kMaxExamples], whose
 // loss is not finite, whose signature is not 64 bytes or base hash not 64 characters; a
-// commit whose lists differ in length, exceed kMaxMembers or hold a bad entry; any string
-// over kMaxStringBytes.
+// commit whose lists differ in length, exceed kMaxMembers or hold a bad entry; a ring segment
+// whose ring hash is not 64 characters, whose phase is not 0 or 1, whose hop, segment or
+// contributors are out of range, or whose weight or loss is not finite; any string over
+// kMaxStringBytes.
 #pragma once
 
 #include <array>
@@ -80,6 +82,20 @@ struct State {
 struct UpdateFetch {
   std::string author;  // a valid peer name
 };
+// One chunk of one hop of the step's ring all-reduce (the step in the header; schema:
+// RingSegment). Decoding checks the fields' ranges; whether the hop is the one the receiver
+// expects is the ring's business (runtime/peer/ring_allreduce.h).
+struct RingSegment {
+  std::string ring_hash;      // kHashHexChars
+  uint32_t attempt = 0;
+  uint8_t phase = 0;          // 0 reduce-scatter, 1 all-gather
+  uint32_t hop = 0;           // < kMaxMembers
+  uint32_t segment = 0;       // < kMaxMembers
+  uint32_t contributors = 0;  // in [1, kMaxMembers]
+  double weight = 0.0;        // finite, in [0, kMaxMembers * kMaxExamples]
+  double loss = 0.0;          // finite
+  ChunkView chunk;            // points into the frame
+};
 
 
 Frame EncodeJoin(const Header& h, const PeerInfo& self, bool want_members);
@@ -91,6 +107,8 @@ Frame EncodeCommit(const Header& h, const std::vector<std::string>& authors, con
 Frame EncodeStateRequest(const Header& h, const std::string& reason);  // reason cut to kMaxStringBytes
 Frame EncodeState(const Header& h, const std::string& model_hash, const std::string& state_hash, const ChunkRef& chunk);
 Frame EncodeUpdateFetch(const Header& h, const std::string& author);
+// `r.chunk` is ignored: `chunk` is the payload slice this frame carries.
+Frame EncodeRingSegment(const Header& h, const RingSegment& r, const ChunkRef& chunk);
 
 // Semantic checks of each peer message, for DecodeMessage (use that): Protocol errors with a
 // reason fit for an Error reply.
@@ -102,6 +120,7 @@ StatusOr<Commit> DecodeCommit(const wire::Commit* c);
 StatusOr<StateRequest> DecodeStateRequest(const wire::StateRequest* r);
 StatusOr<State> DecodeState(const wire::State* s);
 StatusOr<UpdateFetch> DecodeUpdateFetch(const wire::UpdateFetch* f);
+StatusOr<RingSegment> DecodeRingSegment(const wire::RingSegment* r);
 
 // The bytes a PeerUpdate's signature covers: a domain tag, the swarm id and step (so an update
 // cannot be replayed into another swarm or step), the author, the base hash, the weight and the

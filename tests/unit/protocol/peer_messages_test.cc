@@ -135,6 +135,40 @@ TEST(PeerMessages, UpdateCommitStateAndFetchRoundTrip) {
   EXPECT_EQ(DecodeAs<UpdateFetch>(EncodeUpdateFetch({}, "bob"), MessageKind::UpdateFetch).author, "bob");
 }
 
+TEST(PeerMessages, RingSegmentRoundTripAndRefusals) {
+  const RingSegment r{.ring_hash = kHash, .attempt = 2, .phase = 1, .hop = 3, .segment = 4, .contributors = 5,
+                      .weight = 96.0, .loss = 12.5, .chunk = {}};
+  const Frame f = EncodeRingSegment({7, 9, 0, 1}, r, SplitPayload(kPayload, 1 << 20).at(0));
+  const auto d = DecodeAs<RingSegment>(f, MessageKind::RingSegment);
+  EXPECT_EQ(d.ring_hash, kHash);
+  EXPECT_EQ(d.attempt, 2u);
+  EXPECT_EQ(d.phase, 1);
+  EXPECT_EQ(d.hop, 3u);
+  EXPECT_EQ(d.segment, 4u);
+  EXPECT_EQ(d.contributors, 5u);
+  EXPECT_EQ(d.weight, 96.0);
+  EXPECT_EQ(d.loss, 12.5);
+  ASSERT_TRUE(d.chunk.present);
+  EXPECT_EQ(std::vector<uint8_t>(d.chunk.data.begin(), d.chunk.data.end()), kPayload);
+
+  const auto refused = [&](RingSegment bad, const std::string& why) {
+    return RefusedWith(EncodeRingSegment({}, bad, SplitPayload(kPayload, 1 << 20).at(0)), why);
+  };
+  RingSegment bad = r;
+  bad.ring_hash = "short";
+  EXPECT_TRUE(refused(bad, "ring hash"));
+  bad = r, bad.phase = 2;
+  EXPECT_TRUE(refused(bad, "phase 2"));
+  bad = r, bad.hop = kMaxMembers;
+  EXPECT_TRUE(refused(bad, "member limit"));
+  bad = r, bad.contributors = 0;
+  EXPECT_TRUE(refused(bad, "member limit"));
+  bad = r, bad.weight = -1.0;
+  EXPECT_TRUE(refused(bad, "weight"));
+  bad = r, bad.loss = std::nan("");
+  EXPECT_TRUE(refused(bad, "weight or loss"));
+}
+
 TEST(PeerMessages, MalformedMembersAreRefused) {
   PeerInfo bad = Alice();
   bad.name = "has space";

@@ -6,6 +6,7 @@ namespace shoal::peer {
 
 // One factory per file under exchanges/.
 StatusOr<std::unique_ptr<Exchange>> MakeAllgather(const protocol::SwarmInfo& swarm, const std::vector<TensorSpec>& layout);
+StatusOr<std::unique_ptr<Exchange>> MakeAllreduce(const protocol::SwarmInfo& swarm, const std::vector<TensorSpec>& layout);
 StatusOr<std::unique_ptr<Exchange>> MakeDiloco(const protocol::SwarmInfo& swarm, const std::vector<TensorSpec>& layout);
 StatusOr<std::unique_ptr<Exchange>> MakeGossip(const protocol::SwarmInfo& swarm, const std::vector<TensorSpec>& layout);
 
@@ -19,9 +20,10 @@ std::vector<std::string> Exchange::Recipients(const std::string& who, uint64_t,
 
 StatusOr<std::unique_ptr<Exchange>> MakeExchange(const protocol::SwarmInfo& swarm, const std::vector<TensorSpec>& layout) {
   if (swarm.mode == "allgather") return MakeAllgather(swarm, layout);
+  if (swarm.mode == "allreduce") return MakeAllreduce(swarm, layout);
   if (swarm.mode == "diloco") return MakeDiloco(swarm, layout);
   if (swarm.mode == "gossip") return MakeGossip(swarm, layout);
-  return Status::InvalidArgument("unknown --mode '" + swarm.mode + "': expected allgather, diloco or gossip");
+  return Status::InvalidArgument("unknown --mode '" + swarm.mode + "': expected allgather, allreduce, diloco or gossip");
 }
 
 }  // namespace shoal::peer

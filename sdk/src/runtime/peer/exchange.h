@@ -1,4 +1,4 @@
-// Exchange: what a peer's mode (shoal/peer.h: allgather, diloco, gossip) decides, chosen once
+// Exchange: what a peer's mode (shoal/peer.h: allgather, allreduce, diloco, gossip) decides, chosen once
 // at start by MakeExchange; one algorithm per file under exchanges/. The peer core
 // (membership, frames, commit log, state sync) is the same for every mode.
 //
@@ -11,7 +11,10 @@
 //      canonical order, and Apply() moves the replica by the accumulator's result.
 // With kLeaderCommits the step leader decides which updates step 3 takes and every replica
 // applies the same ones (bit-identical replicas, checked by hash); with kLocalMix each peer
-// takes the updates it received itself (its own model first), and replicas differ.
+// takes the updates it received itself (its own model first), and replicas differ. With kRing
+// steps 2 and 3 are a ring all-reduce of Weight x delta over every live member (ring.cc), and
+// Apply() takes the weighted mean; every replica ends with the same bits (checked by hash
+// against the leader's Commit).
 #pragma once
 
 #include <cstdint>
@@ -29,7 +32,7 @@ namespace shoal::peer {
 
 class Exchange {
  public:
-  enum class Finish { kLeaderCommits, kLocalMix };
+  enum class Finish { kLeaderCommits, kLocalMix, kRing };
   virtual ~Exchange() = default;
   virtual Finish finish() const = 0;
 

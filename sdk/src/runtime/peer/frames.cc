@@ -20,17 +20,18 @@ void Peer::Reject(const std::string& to, ErrorCode code, const std::string& reas
   }
 }
 
-void Peer::SendTo(const std::string& name, const protocol::Frame& frame) {
+bool Peer::SendTo(const std::string& name, const protocol::Frame& frame) {
   auto it = members_.find(name);
   // Nothing goes to a member before our Join (the frame's sequence number would overtake it).
-  if (it == members_.end() || !it->second.out || !it->second.joined_us) return;
+  if (it == members_.end() || !it->second.out || !it->second.joined_us) return false;
   // A short wait only: a dead member must not stall the loop (it is dropped at its timeout).
   Status st = it->second.out->Send(frame, milliseconds(5));
   if (st.ok()) {
     bytes_sent_ += frame.size();
-  } else {
-    spdlog::debug("peer {}: send to {} failed: {}", self_.name, name, st.message());
+    return true;
   }
+  spdlog::debug("peer {}: send to {} failed: {}", self_.name, name, st.message());
+  return false;
 }
 
 void Peer::Broadcast(const std::function<protocol::Frame(Member&)>& make) {
@@ -79,10 +80,21 @@ void Peer::Handle(transport::Listener::Inbound& in) {
   if (!decoded.ok()) return Reject(from, ErrorCode::MalformedFrame, decoded.status().message());
   protocol::Body& body = decoded->body;
   if (std::holds_alternative<protocol::Heartbeat>(body)) return;
-  if (auto* u = std::get_if<protocol::PeerUpdate>(&body)) return HandleUpdate(from, h.round, *u);
+  const bool ring = exchange_->finish() == Exchange::Finish::kRing;
+  if (auto* u = std::get_if<protocol::PeerUpdate>(&body)) {
+    if (ring) return Reject(from, ErrorCode::MalformedFrame, "this swarm's updates travel on the ring, not as PeerUpdate");
+    return HandleUpdate(from, h.round, *u);
+  }
+  if (auto* r = std::get_if<protocol::RingSegment>(&body)) {
+    if (!ring) return Reject(from, ErrorCode::MalformedFrame, "this swarm's mode has no ring");
+    return HandleRingSegment(from, h.round, *r);
+  }
   if (auto* c = std::get_if<protocol::Commit>(&body)) return HandleCommit(from, h.round, std::move(*c));
   if (auto* s = std::get_if<protocol::State>(&body)) return HandleState(from, h.round, *s);
-  if (auto* f = std::get_if<protocol::UpdateFetch>(&body)) return HandleFetch(from, h.round, *f);
+  if (auto* f = std::get_if<protocol::UpdateFetch>(&body)) {
+    if (ring) return Reject(from, ErrorCode::MalformedFrame, "this swarm's updates travel on the ring; there is none to fetch");
+    return HandleFetch(from, h.round, *f);
+  }
   if (std::holds_alternative<protocol::StateRequest>(body)) return SendState(from);
   // A late answer to a Join request this peer repeated while waiting.
   if (std::holds_alternative<protocol::SwarmInfo>(body)) return;

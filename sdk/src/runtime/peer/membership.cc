@@ -80,7 +80,8 @@ Status Peer::Join(const std::atomic<bool>& stop, std::vector<transport::Listener
     s.chunk_bytes = o_.chunk_bytes;
     s.steps = o_.steps;
     s.params = {{"diloco_inner_steps", o_.diloco_inner_steps}, {"outer_lr", o_.diloco_outer_lr},
-                {"outer_momentum", o_.diloco_outer_momentum}, {"gossip_k", o_.gossip_k},
+                {"outer_momentum", o_.diloco_outer_momentum}, {"diloco_allreduce", o_.diloco_allreduce ? 1.0 : 0.0},
+                {"gossip_k", o_.gossip_k},
                 {"eval_every", o_.eval_every}, {"min_peers", o_.min_peers}};
     if (s.step_timeout_ms == 0 || s.heartbeat_interval_ms == 0 || s.heartbeat_timeout_ms <= s.heartbeat_interval_ms)
       return Status::InvalidArgument("--heartbeat-timeout must exceed --heartbeat-interval, and timeouts be positive");

@@ -98,6 +98,10 @@ Status Peer::Run(const std::atomic<bool>& stop) {
     if (!started_ && LiveNames().size() >= min_peers) started_ = true;
     if (!started_) continue;
     if (!train_error_.ok()) break;  // the trainer failed: leave, and say why
+    if (exchange_->finish() == Exchange::Finish::kRing) {
+      RingStep();
+      continue;
+    }
     if (!led) {
       MixStep();
       continue;

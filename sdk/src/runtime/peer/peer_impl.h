@@ -10,6 +10,8 @@
 //   training.cc     the trainer and held-out evaluation, this peer's update of a step, metrics
 //   commit_log.cc   the leader's commit, applying commits, the locally mixed step
 //   state_sync.cc   resynchronising the replica from a member (State, StateRequest)
+//   ring.cc         the step of the ring modes: a ring all-reduce (ring_allreduce.h) of the
+//                   members' updates instead of the commit log's all-gather
 //   exchange.h      what differs between modes; exchanges/: one file per mode
 #pragma once
 
@@ -25,6 +27,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -36,6 +39,7 @@
 #include "nn/model.h"
 #include "protocol/messages.h"
 #include "runtime/peer/exchange.h"
+#include "runtime/peer/ring_allreduce.h"
 #include "shoal/data.h"
 #include "shoal/peer.h"
 #include "shoal/trainer.h"
@@ -84,6 +88,37 @@ struct Member {
   Clock::time_point last_heard;
 };
 
+// One hop of a ring, as it arrives (chunk by chunk) from the member before this one.
+struct RingInbound {
+  std::string from;
+  Clock::time_point since;  // its first chunk arrived
+  std::unique_ptr<protocol::ChunkAssembler> assembler;
+  bool complete = false;
+  RingHop hop;
+};
+// (step, ring hash, attempt, phase, hop)
+using RingKey = std::tuple<uint64_t, std::string, uint32_t, uint8_t, uint32_t>;
+
+// This peer's ring of the current step: its members in order, and the reduction so far.
+struct RingRun {
+  uint64_t step = 0;
+  std::string hash;  // RingHash(members)
+  uint32_t attempt = 0;
+  std::vector<std::string> members;
+  std::string prev, next;
+  std::unique_ptr<RingAllReduce> reduce;
+  Clock::time_point progress;  // started, or last received a chunk of this ring
+  std::deque<RingHop> outbox;  // hops for `next` not sent yet (its connection was not up)
+  size_t next_chunk = 0;       // of outbox.front()
+};
+
+// This peer's update of a step in the ring modes: weight x delta, kept across ring restarts.
+struct Contribution {
+  uint64_t step = 0;
+  std::vector<float> values;
+  double weight = 0.0, loss = 0.0;  // loss: weight x training loss
+};
+
 struct PendingCommit {
   std::string from;
   std::vector<std::pair<std::string, std::string>> entries;  // author, payload hash
@@ -127,7 +162,8 @@ class Peer {
   void HandleFetch(const std::string& from, uint64_t step, const protocol::UpdateFetch& f);
   void Reject(const std::string& to, ErrorCode code, const std::string& reason);
   protocol::Header Header(Member& m) { return {swarm_, committed_ + 1, 0, ++m.out_sequence}; }
-  void SendTo(const std::string& name, const protocol::Frame& frame);
+  // False when the frame could not go (no connection yet, or its queue is full).
+  bool SendTo(const std::string& name, const protocol::Frame& frame);
   void Broadcast(const std::function<protocol::Frame(Member&)>& make);
   void SendUpdate(const std::string& to, uint64_t step, const std::string& author, const Update& u);
 
@@ -141,6 +177,16 @@ class Peer {
   void MixStep();
   void FinishStep(uint64_t step, size_t included, double loss, double spread);
   void Evaluate(nlohmann::json& line);
+
+  // Ring all-reduce steps (ring.cc).
+  void RingStep();
+  void StartRing(uint64_t step, const std::vector<std::string>& live, const std::string& hash, uint32_t attempt);
+  void SendRingHop(RingHop hop);
+  void FlushRing();
+  void FinishRing();
+  void HandleRingSegment(const std::string& from, uint64_t step, const protocol::RingSegment& r);
+  void PruneRingInbox();
+  int64_t RingStallMs() const;
 
   // State transfer (state_sync.cc).
   void Resync(const std::string& from, const std::string& why);
@@ -189,6 +235,11 @@ class Peer {
   std::map<uint64_t, PendingCommit> commits_;                  // received, not yet applied
   std::deque<std::pair<uint64_t, std::vector<std::string>>> commit_log_;  // authors of recent commits
   std::set<std::pair<uint64_t, std::string>> fetching_;
+  // Ring modes.
+  std::unique_ptr<SegmentCodec> ring_codec_;
+  std::unique_ptr<RingRun> ring_;
+  Contribution own_;
+  std::map<RingKey, RingInbound> ring_inbox_;  // hops received for this or later rings
   std::map<uint64_t, std::string> hash_log_;  // model hash after recent steps
   const std::atomic<bool>* stop_ = nullptr;   // the trainer's cancellation flag
   Status train_error_;                        // the trainer failed: the peer stops with this
@@ -206,7 +257,7 @@ class Peer {
   std::ofstream metrics_;
   uint64_t bytes_sent_ = 0, bytes_sent_at_step_ = 0, bytes_received_at_step_ = 0;
   Clock::time_point step_clock_ = Clock::now();
-  uint64_t frames_rejected_ = 0, resyncs_ = 0, divergences_ = 0, readmitted_ = 0;
+  uint64_t frames_rejected_ = 0, resyncs_ = 0, divergences_ = 0, readmitted_ = 0, ring_restarts_ = 0;
   double compute_seconds_ = 0, apply_seconds_ = 0;  // this step: local work, and decoding + applying
   std::map<std::string, uint64_t> rejected_by_code_;
   Clock::time_point last_heartbeat_;

@@ -36,6 +36,9 @@ Status Peer::InitTask() {
   hash_ = crypto::ModelHash(w_);
   SHOAL_ASSIGN_OR_RETURN(codec_, codec::Codec::Create(task.codec, task.layout));
   SHOAL_ASSIGN_OR_RETURN(exchange_, MakeExchange(swarm_info_, task.layout));
+  if (exchange_->finish() == Exchange::Finish::kRing) {
+    SHOAL_ASSIGN_OR_RETURN(ring_codec_, SegmentCodec::Create(task.codec));
+  }
   SHOAL_RETURN_IF_ERROR(trainer_->Configure(exchange_->TrainerTask(task)).WithContext("the trainer refused the task"));
   spdlog::info("peer {}: {} mode, model {} ({} parameters), trainer {}, codec {}", self_.name, swarm_info_.mode,
                task.model, n_, trainer_->name(), codec_->spec());
@@ -86,6 +89,7 @@ void Peer::LocalUpdate(uint64_t step) {
   const auto started = Clock::now();
   TrainContext ctx;
   ctx.cancel = stop_;
+  ctx.progress = [this](float) { Heartbeat(); };  // long local work (DiLoCo's H steps) keeps us a member
   TrainResult r;
   Status st = trainer_->Train(w_, exchange_->Round(step), ctx, &r);
   if (st.ok() && r.delta.size() != n_)
@@ -99,6 +103,22 @@ void Peer::LocalUpdate(uint64_t step) {
   u.num_examples = std::clamp<uint64_t>(r.num_examples, 1, protocol::kMaxExamples);
   for (const auto& [name, value] : r.metrics)
     if (name == "train_loss" && std::isfinite(value)) u.loss = value;
+  if (exchange_->finish() == Exchange::Finish::kRing) {
+    // The ring sums weight x delta; the weights and losses ride along (ring.cc).
+    const double weight = static_cast<double>(exchange_->Weight(u.num_examples));
+    own_ = Contribution{.step = step, .values = std::move(r.delta), .weight = weight, .loss = weight * u.loss};
+    for (float& x : own_.values) x = static_cast<float>(weight * x);
+    bool finite = true;
+    for (float x : own_.values) finite = finite && std::isfinite(x);
+    if (!finite) {
+      train_error_ = Status::InvalidArgument("step " + std::to_string(step) + ": the trainer's delta is not finite");
+      return;
+    }
+    sent_step_ = step;
+    step_started_ = Clock::now();
+    compute_seconds_ += std::chrono::duration<double>(step_started_ - started).count();
+    return;
+  }
   bool moved = false;
   const std::vector<float> vec = exchange_->Outgoing(w_, std::move(r.delta), &moved);
   if (moved) hash_ = crypto::ModelHash(w_);
@@ -160,6 +180,7 @@ void Peer::FinishStep(uint64_t step, size_t included, double loss, double spread
       {"resyncs", resyncs_},
       {"divergences", divergences_},
       {"readmitted", readmitted_},
+      {"ring_restarts", ring_restarts_},
       {"frames_rejected", frames_rejected_},
       {"rejected_by_code", rejected_by_code_},
   };

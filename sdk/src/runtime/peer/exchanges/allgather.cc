@@ -1,5 +1,8 @@
 // allgather: every step each member sends its update at the replica to every member; the step
 // leader commits which updates the step applies (the peer core's commit log).
+// allreduce: the same DDP step (sgd / adamw below) with the gradients summed by a ring
+// all-reduce (ring.cc): the dense data-parallel baseline, 2 (N-1)/N of the model per member
+// and step, whatever the number of members N.
 //   sgd / adamw  DDP-like: the trainer takes one plain SGD step of lr 1 from the replica, so its
 //                delta is minus the minibatch gradient (rounded to the replica's precision:
 //                fl(fl(w - g) - w)); the shared optimizer (the task's, with its momentum,
@@ -17,8 +20,11 @@ namespace {
 
 class Allgather final : public SharedStepExchange {
  public:
-  Status Init(const TaskConfig& task, const std::vector<TensorSpec>& layout) {
+  Status Init(const TaskConfig& task, const std::vector<TensorSpec>& layout, bool ring) {
     demo_ = task.optimizer.name == "demo";
+    if (ring && demo_)
+      return Status::InvalidArgument("allreduce sums dense gradients: DeMo's sparse components need --mode allgather");
+    if (ring) UseRing();
     lr_ = task.optimizer.learning_rate;
     if (demo_) return InitSignOfSum(task.optimizer.learning_rate);
     return InitMeanThenOptimizer(task.optimizer, LayoutSize(layout));
@@ -46,7 +52,13 @@ class Allgather final : public SharedStepExchange {
 
 StatusOr<std::unique_ptr<Exchange>> MakeAllgather(const protocol::SwarmInfo& swarm, const std::vector<TensorSpec>& layout) {
   auto x = std::make_unique<Allgather>();
-  SHOAL_RETURN_IF_ERROR(x->Init(swarm.task, layout));
+  SHOAL_RETURN_IF_ERROR(x->Init(swarm.task, layout, false));
+  return std::unique_ptr<Exchange>(std::move(x));
+}
+
+StatusOr<std::unique_ptr<Exchange>> MakeAllreduce(const protocol::SwarmInfo& swarm, const std::vector<TensorSpec>& layout) {
+  auto x = std::make_unique<Allgather>();
+  SHOAL_RETURN_IF_ERROR(x->Init(swarm.task, layout, true));
   return std::unique_ptr<Exchange>(std::move(x));
 }
 

@@ -2,7 +2,9 @@
 // runs `diloco_inner_steps` (H) local steps with the task's optimizer (AdamW, its state kept
 // across outer steps) and sends its delta, minus the pseudo-gradient w_global - w_local; the
 // step leader commits, and every replica takes an outer Nesterov SGD step (outer_lr,
-// outer_momentum) on the example-weighted mean pseudo-gradient.
+// outer_momentum) on the example-weighted mean pseudo-gradient. With diloco_allreduce the
+// pseudo-gradients are summed by a ring all-reduce instead (ring.cc; dense, or int8 / bf16 per
+// hop with --codec), as OpenDiLoCo and INTELLECT-1.
 #include <memory>
 
 #include "runtime/peer/exchanges/shared_step.h"
@@ -16,6 +18,7 @@ class Diloco final : public SharedStepExchange {
   Status Init(const protocol::SwarmInfo& s, const std::vector<TensorSpec>& layout) {
     if (s.task.optimizer.name == "demo") return Status::InvalidArgument("diloco's inner optimizer cannot be demo");
     inner_steps_ = static_cast<uint32_t>(s.Param("diloco_inner_steps", 100));
+    if (s.Param("diloco_allreduce", 0) != 0) UseRing();
     lr_ = s.task.optimizer.learning_rate;
     OptimizerConfig outer;
     outer.name = "sgd";

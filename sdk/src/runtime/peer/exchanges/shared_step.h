@@ -1,5 +1,7 @@
-// The commit of the modes a step leader commits (allgather, diloco): the accumulator the
-// aggregator's own strategy makes, and how its result moves every replica.
+// The shared step of the modes whose replicas stay bit-identical (allgather, allreduce,
+// diloco): the accumulator the aggregator's own strategy makes (the commit log's modes), and
+// how the step's result (that accumulator's, or the ring all-reduce's weighted mean) moves
+// every replica.
 //   mean + optimizer  the "fedavg" strategy's WeightedMean of the deltas, then a shared
 //                     optimizer on the host steps against its gradient, minus that mean
 //                     (negation is exact): allgather's sgd/adamw on the mean gradient,
@@ -23,7 +25,7 @@ namespace shoal::peer {
 
 class SharedStepExchange : public Exchange {
  public:
-  Finish finish() const override { return Finish::kLeaderCommits; }
+  Finish finish() const override { return ring_ ? Finish::kRing : Finish::kLeaderCommits; }
   StatusOr<std::unique_ptr<aggregator::Accumulator>> Start(uint64_t step, std::span<const float> replica) override;
   Status Apply(const std::optional<std::vector<float>>& result, std::vector<float>& replica) override;
   std::vector<float> SaveState() const override;
@@ -34,11 +36,14 @@ class SharedStepExchange : public Exchange {
   Status InitMeanThenOptimizer(const OptimizerConfig& optimizer, size_t n);
   // Sets up the sign-of-the-sum commit with step lr.
   Status InitSignOfSum(float lr);
+  // The step's updates go through a ring all-reduce instead of the commit log.
+  void UseRing() { ring_ = true; }
 
  private:
   std::unique_ptr<aggregator::Strategy> strategy_;
   std::unique_ptr<Backend> host_;             // the replicated step, always on the CPU (same bits everywhere)
   std::unique_ptr<nn::Optimizer> optimizer_;  // null: the accumulator's result is added
+  bool ring_ = false;
 };
 
 }  // namespace shoal::peer

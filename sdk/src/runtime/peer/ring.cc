@@ -1,0 +1,263 @@
+// The step of the ring modes (allreduce; diloco with diloco_allreduce): this peer's weighted
+// update goes into a ring all-reduce (ring_allreduce.h) over the live members in name order,
+// and every replica applies the weighted mean through the exchange. docs/PROTOCOL.md "Ring
+// all-reduce" has the rules; in short:
+//   - A ring is named by the hash of its member list; hops for a ring this peer does not (yet)
+//     see are kept until its view agrees, or dropped when their step is done.
+//   - A member dropped (heartbeat timeout) or admitted mid-ring changes the view: the step's
+//     ring restarts on the new members from this peer's own update, computed once per step.
+//   - A ring without progress for RingStallMs() restarts with attempt + 1 (a lost frame);
+//     a peer that sees a higher attempt of its ring joins it.
+//   - The leader announces each step's model hash in a Commit; a peer whose hash differs, or
+//     that sees a step finished without it (a Commit for its step, from the leader or from a
+//     member that got its first hop after finishing the step; hops of a later step), for a
+//     step deadline, resynchronises from that member (state_sync.cc).
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "protocol/limits.h"
+#include "runtime/peer/peer_impl.h"
+
+namespace shoal::peer {
+namespace {
+
+std::string RingHash(const std::vector<std::string>& members) {
+  std::string joined;
+  for (const auto& m : members) joined += m + '\n';
+  return crypto::HashHex({reinterpret_cast<const uint8_t*>(joined.data()), joined.size()});
+}
+
+constexpr size_t kMaxRingsKept = 8;  // distinct (step, ring, attempt) held in the inbox
+
+}  // namespace
+
+// Frames are lost only when a connection breaks and comes back (a member that vanishes changes
+// the view instead), and a hop of a large model on a slow link takes long: a generous bound.
+int64_t Peer::RingStallMs() const {
+  return std::max<int64_t>({10 * int64_t{swarm_info_.step_timeout_ms}, 4 * int64_t{swarm_info_.heartbeat_timeout_ms},
+                            30000});
+}
+
+void Peer::RingStep() {
+  const uint64_t step = committed_ + 1;
+  if (sent_step_ != step) LocalUpdate(step);
+  if (sent_step_ != step || own_.step != step) return;
+  // A step that others finished without this peer (a Commit for it, or hops of a later step,
+  // waiting for longer than a step deadline): its replica is behind.
+  for (auto it = commits_.begin(); it != commits_.end();) it = it->first <= committed_ ? commits_.erase(it) : std::next(it);
+  const auto deadline = static_cast<int64_t>(swarm_info_.step_timeout_ms);
+  if (!commits_.empty() && MillisSince(commits_.begin()->second.since) > deadline)
+    return Resync(commits_.begin()->second.from, "the swarm finished step " + std::to_string(commits_.begin()->first) +
+                                                     " without this peer");
+  for (const auto& [key, in] : ring_inbox_)
+    if (std::get<0>(key) > step && MillisSince(in.since) > deadline)
+      return Resync(in.from, in.from + " is on step " + std::to_string(std::get<0>(key)) + " already");
+  const auto live = LiveNames();
+  const std::string hash = RingHash(live);
+  uint32_t attempt = 0;  // the highest attempt any member started on this ring
+  for (auto it = ring_inbox_.lower_bound({step, hash, 0, 0, 0});
+       it != ring_inbox_.end() && std::get<0>(it->first) == step && std::get<1>(it->first) == hash; ++it)
+    attempt = std::max(attempt, std::get<2>(it->first));
+  if (!ring_ || ring_->step != step || ring_->hash != hash) {
+    if (ring_ && ring_->step == step) {
+      ++ring_restarts_;
+      spdlog::info("peer {}: step {}: the members changed; the ring restarts on {} members", self_.name, step, live.size());
+    }
+    StartRing(step, live, hash, attempt);
+  } else if (attempt > ring_->attempt) {
+    ++ring_restarts_;
+    StartRing(step, live, hash, attempt);
+  } else if (MillisSince(ring_->progress) > RingStallMs()) {
+    ++ring_restarts_;
+    spdlog::warn("peer {}: step {}: no ring progress for {} ms; restarting it (attempt {})", self_.name, step,
+                 RingStallMs(), ring_->attempt + 1);
+    StartRing(step, live, hash, ring_->attempt + 1);
+  }
+  FlushRing();
+  // Take the hops that are in, in order.
+  while (ring_ && !ring_->reduce->done()) {
+    const auto [phase, hop] = ring_->reduce->expecting();
+    auto it = ring_inbox_.find({step, hash, ring_->attempt, phase, hop});
+    if (it == ring_inbox_.end() || !it->second.complete) break;
+    RingInbound in = std::move(it->second);
+    ring_inbox_.erase(it);
+    if (in.from != ring_->prev) {
+      Reject(in.from, ErrorCode::BadSender, "ring hop from " + in.from + ", who is not before this peer on the ring");
+      continue;
+    }
+    auto out = ring_->reduce->Receive(in.hop);
+    if (!out.ok()) {
+      Reject(in.from, ErrorCode::MalformedFrame, out.status().message());
+      StartRing(step, live, hash, ring_->attempt + 1);  // the others follow the higher attempt
+      ++ring_restarts_;
+      return;
+    }
+    ring_->progress = Clock::now();
+    if (*out) SendRingHop(**out);
+  }
+  if (ring_ && ring_->reduce->done()) FinishRing();
+}
+
+void Peer::StartRing(uint64_t step, const std::vector<std::string>& live, const std::string& hash, uint32_t attempt) {
+  const size_t n = live.size();
+  const size_t pos = static_cast<size_t>(std::find(live.begin(), live.end(), self_.name) - live.begin());
+  ring_ = std::make_unique<RingRun>();
+  ring_->step = step;
+  ring_->hash = hash;
+  ring_->attempt = attempt;
+  ring_->members = live;
+  ring_->prev = live[(pos + n - 1) % n];
+  ring_->next = live[(pos + 1) % n];
+  ring_->progress = Clock::now();
+  ring_->reduce = std::make_unique<RingAllReduce>(n, pos, own_.values, own_.weight, own_.loss, ring_codec_.get());
+  // Hops of this step's older attempts, or of rings this peer has left, are of no use.
+  for (auto it = ring_inbox_.begin(); it != ring_inbox_.end();) {
+    const bool older = std::get<0>(it->first) == step && std::get<1>(it->first) == hash && std::get<2>(it->first) < attempt;
+    it = older ? ring_inbox_.erase(it) : std::next(it);
+  }
+  auto first = ring_->reduce->Start();
+  if (!first.ok()) {  // encoding our own finite values cannot fail; say so if it does
+    train_error_ = first.status().WithContext("step " + std::to_string(step) + ": the ring's first hop");
+    return;
+  }
+  if (*first) SendRingHop(**first);
+}
+
+void Peer::SendRingHop(RingHop hop) {
+  ring_->outbox.push_back(std::move(hop));
+  FlushRing();
+}
+
+// Sends what the outbox holds, chunk by chunk, while the next member's connection takes it
+// (frames are encoded at sending, so their sequence numbers stay in order with heartbeats).
+void Peer::FlushRing() {
+  while (ring_ && !ring_->outbox.empty()) {
+    auto it = members_.find(ring_->next);
+    if (it == members_.end()) return;  // gone: the view changes, and the ring restarts
+    const RingHop& hop = ring_->outbox.front();
+    const protocol::RingSegment r{.ring_hash = ring_->hash, .attempt = ring_->attempt, .phase = hop.phase,
+                                  .hop = hop.hop, .segment = hop.segment, .contributors = hop.contributors,
+                                  .weight = hop.weight, .loss = hop.loss, .chunk = {}};
+    const auto chunks = protocol::SplitPayload(hop.payload, swarm_info_.chunk_bytes);
+    for (; ring_->next_chunk < chunks.size(); ++ring_->next_chunk) {
+      protocol::Header h = Header(it->second);
+      h.round = ring_->step;
+      if (!SendTo(ring_->next, protocol::EncodeRingSegment(h, r, chunks[ring_->next_chunk]))) {
+        --it->second.out_sequence;  // not sent: the number is reused
+        return;
+      }
+    }
+    ring_->outbox.pop_front();
+    ring_->next_chunk = 0;
+  }
+}
+
+// The ring is done: the replica takes the exchange's step on the weighted mean; the leader
+// announces the model hash.
+void Peer::FinishRing() {
+  const auto started = Clock::now();
+  const uint64_t step = ring_->step;
+  const size_t members = ring_->members.size();
+  const double weight = ring_->reduce->weight();
+  std::vector<float> mean = ring_->reduce->sum();
+  for (float& x : mean) x = static_cast<float>(static_cast<double>(x) / weight);
+  const double loss = ring_->reduce->loss() / weight;
+  ring_.reset();
+  own_ = Contribution();
+  Status st = exchange_->Apply(mean, w_);
+  bool finite = true;
+  for (float x : w_) finite = finite && std::isfinite(x);
+  if (st.ok() && !finite) st = Status::Internal("step " + std::to_string(step) + " made the model non-finite");
+  if (!st.ok()) {  // every replica took the same step: the swarm cannot go on
+    train_error_ = st;
+    return;
+  }
+  hash_ = crypto::ModelHash(w_);
+  committed_ = step;
+  hash_log_[step] = hash_;
+  while (hash_log_.size() > kLogSteps) hash_log_.erase(hash_log_.begin());
+  for (auto it = ring_inbox_.begin(); it != ring_inbox_.end() && std::get<0>(it->first) <= step;) it = ring_inbox_.erase(it);
+  last_commit_time_ = Clock::now();
+  apply_seconds_ += std::chrono::duration<double>(last_commit_time_ - started).count();
+  if (Leader() == self_.name)
+    Broadcast([&](Member& m) {
+      protocol::Header h = Header(m);
+      h.round = step;
+      return protocol::EncodeCommit(h, {}, {}, hash_);
+    });
+  // The leader's commit may have come first.
+  auto c = commits_.find(step);
+  if (c != commits_.end()) {
+    const PendingCommit commit = std::move(c->second);
+    commits_.erase(c);
+    if (commit.model_hash != hash_) {
+      ++divergences_;
+      FinishStep(step, members, loss, -1.0);
+      return Resync(commit.from, "model hash " + hash_.substr(0, 16) + " after step " + std::to_string(step) +
+                                     " differs from " + commit.from + "'s " + commit.model_hash.substr(0, 16));
+    }
+  }
+  FinishStep(step, members, loss, -1.0);
+}
+
+void Peer::HandleRingSegment(const std::string& from, uint64_t step, const protocol::RingSegment& r) {
+  // While syncing, this peer's step is unknown: keep later hops (pruned to the newest rings).
+  if (step <= committed_ || (!syncing_ && step > committed_ + 2)) {
+    ++rejected_by_code_["StaleStep"];  // a ring this peer finished, or far ahead: expected under churn
+    // The sender (re)started a ring for a step this peer has finished (the member that left
+    // mid-ring had passed this peer the last hops): say so once per attempt, with the step's
+    // model hash, and the sender resynchronises.
+    auto done = hash_log_.find(step);
+    if (r.phase == 0 && r.hop == 0 && done != hash_log_.end() && members_.count(from)) {
+      protocol::Header h = Header(members_.at(from));
+      h.round = step;
+      SendTo(from, protocol::EncodeCommit(h, {}, {}, done->second));
+    }
+    return;
+  }
+  RingInbound& slot = ring_inbox_[{step, r.ring_hash, r.attempt, r.phase, r.hop}];
+  if (slot.complete) {
+    ++rejected_by_code_["DuplicateUpdate"];
+    return;
+  }
+  if (!slot.assembler) {
+    slot.from = from;
+    slot.since = Clock::now();
+    slot.assembler = std::make_unique<protocol::ChunkAssembler>(protocol::MaxCodecPayloadBytes(n_));
+    slot.hop = RingHop{.phase = r.phase, .hop = r.hop, .segment = r.segment, .contributors = r.contributors,
+                       .weight = r.weight, .loss = r.loss, .payload = {}};
+  } else if (slot.from != from) {
+    return Reject(from, ErrorCode::BadSender, "ring hop already under way from " + slot.from);
+  }
+  if (ring_ && ring_->step == step) ring_->progress = Clock::now();  // a slow link, but moving
+  Status st = slot.assembler->Add(r.chunk);
+  if (!st.ok()) {
+    ring_inbox_.erase({step, r.ring_hash, r.attempt, r.phase, r.hop});
+    return Reject(from, ErrorCode::MalformedFrame, st.message());
+  }
+  if (slot.assembler->complete()) {
+    slot.hop.payload = slot.assembler->Take();
+    slot.assembler.reset();
+    slot.complete = true;
+  }
+  PruneRingInbox();
+}
+
+// Keeps the hops of the kMaxRingsKept newest (step, ring, attempt) only: a member whose view
+// differs for long, or a flood of made-up rings, costs bounded memory.
+void Peer::PruneRingInbox() {
+  std::set<std::tuple<uint64_t, uint32_t, std::string>> rings;  // newest last
+  for (const auto& [key, in] : ring_inbox_) rings.insert({std::get<0>(key), std::get<2>(key), std::get<1>(key)});
+  while (rings.size() > kMaxRingsKept) {
+    const auto [step, attempt, hash] = *rings.begin();
+    rings.erase(rings.begin());
+    for (auto it = ring_inbox_.begin(); it != ring_inbox_.end();)
+      it = std::get<0>(it->first) == step && std::get<1>(it->first) == hash && std::get<2>(it->first) == attempt
+               ? ring_inbox_.erase(it)
+               : std::next(it);
+  }
+}
+
+}  // namespace shoal::peer

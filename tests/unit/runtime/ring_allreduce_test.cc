@@ -1,0 +1,184 @@
+// The ring all-reduce (sdk/src/runtime/peer/ring_allreduce.h), N members wired together in
+// process: every member ends with the same bits, equal to a naive sum (exactly, for integer
+// values; to float rounding, for random ones); quantized hops stay within the int8 bound and
+// still agree bit for bit; hops out of order or carrying the wrong segment are refused.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <memory>
+
+#include "core/rng.h"
+#include "runtime/peer/exchange.h"
+#include "runtime/peer/ring_allreduce.h"
+
+namespace shoal::peer {
+namespace {
+
+struct Ring {
+  std::vector<std::unique_ptr<SegmentCodec>> codecs;
+  std::vector<std::unique_ptr<RingAllReduce>> members;
+};
+
+// Runs a ring of inputs.size() members to completion, delivering each member's hops to the
+// next one in order (member m's queue holds what m - 1 sent).
+Ring RunRing(const std::vector<std::vector<float>>& inputs, const std::vector<double>& weights, const std::string& spec) {
+  const size_t n = inputs.size();
+  Ring ring;
+  std::vector<std::deque<RingHop>> queue(n);
+  for (size_t m = 0; m < n; ++m) {
+    auto c = SegmentCodec::Create(spec);
+    EXPECT_TRUE(c.ok()) << c.status().message();
+    ring.codecs.push_back(std::move(*c));
+    ring.members.push_back(std::make_unique<RingAllReduce>(n, m, inputs[m], weights[m], weights[m] * (m + 1.0),
+                                                           ring.codecs.back().get()));
+  }
+  for (size_t m = 0; m < n; ++m) {
+    auto first = ring.members[m]->Start();
+    EXPECT_TRUE(first.ok());
+    if (*first) queue[(m + 1) % n].push_back(std::move(**first));
+  }
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (size_t m = 0; m < n; ++m) {
+      while (!queue[m].empty()) {
+        auto out = ring.members[m]->Receive(queue[m].front());
+        EXPECT_TRUE(out.ok()) << out.status().message();
+        queue[m].pop_front();
+        moved = true;
+        if (out.ok() && *out) queue[(m + 1) % n].push_back(std::move(**out));
+      }
+    }
+  }
+  for (size_t m = 0; m < n; ++m) EXPECT_TRUE(ring.members[m]->done()) << "member " << m;
+  return ring;
+}
+
+std::vector<float> Random(uint64_t seed, size_t n) {
+  Rng rng(seed, 0);
+  std::vector<float> v(n);
+  for (auto& x : v) x = static_cast<float>(rng.Normal());
+  return v;
+}
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(RingAllReduce, IntegerValuesSumExactlyForEveryRingSizeAndLength) {
+  for (size_t members : {1u, 2u, 3u, 4u, 7u})
+    for (size_t n : {0u, 1u, 3u, 10u, 1001u}) {
+      std::vector<std::vector<float>> in(members, std::vector<float>(n));
+      std::vector<float> naive(n, 0.0f);
+      std::vector<double> weights;
+      for (size_t m = 0; m < members; ++m) {
+        for (size_t i = 0; i < n; ++i) naive[i] += in[m][i] = static_cast<float>(static_cast<int>((m * 131 + i * 7) % 97) - 48);
+        weights.push_back(static_cast<double>(m + 2));
+      }
+      const Ring ring = RunRing(in, weights, "none");
+      double w = 0, loss = 0;
+      for (size_t m = 0; m < members; ++m) w += weights[m], loss += weights[m] * (m + 1.0);
+      for (const auto& r : ring.members) {
+        EXPECT_TRUE(SameBits(r->sum(), naive)) << members << " members, " << n << " values";
+        EXPECT_EQ(r->weight(), w);
+        EXPECT_EQ(r->loss(), loss);
+      }
+    }
+}
+
+TEST(RingAllReduce, RandomValuesMatchANaiveSumAndEveryMemberHasTheSameBits) {
+  const size_t members = 5, n = 4099;
+  std::vector<std::vector<float>> in;
+  for (size_t m = 0; m < members; ++m) in.push_back(Random(m + 1, n));
+  const Ring ring = RunRing(in, std::vector<double>(members, 1.0), "none");
+  for (size_t i = 0; i < n; ++i) {
+    double naive = 0;
+    for (size_t m = 0; m < members; ++m) naive += in[m][i];
+    ASSERT_NEAR(ring.members[0]->sum()[i], naive, 1e-5 * (1 + std::fabs(naive))) << i;
+  }
+  for (const auto& r : ring.members) EXPECT_TRUE(SameBits(r->sum(), ring.members[0]->sum()));
+}
+
+// int8 per hop: each reduce-scatter hop quantizes a partial sum (error <= scale / 2 each, the
+// scale being the chunk's absmax / 127), and the owner's final encoding once more; the
+// replicas still agree bit for bit.
+TEST(RingAllReduce, Int8HopsStayWithinTheQuantizationBoundAndAgree) {
+  const size_t members = 4, n = 2048;
+  std::vector<std::vector<float>> in;
+  for (size_t m = 0; m < members; ++m) in.push_back(Random(10 + m, n));
+  const Ring ring = RunRing(in, std::vector<double>(members, 1.0), "int8");
+  double err2 = 0, ref2 = 0, worst = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double naive = 0;
+    for (size_t m = 0; m < members; ++m) naive += in[m][i];
+    const double e = ring.members[0]->sum()[i] - naive;
+    err2 += e * e, ref2 += naive * naive, worst = std::max(worst, std::fabs(e));
+  }
+  // |values| < ~5 sigma; partial sums of up to 4 members < ~20: members quantizations of
+  // scale <= 20 / 127 / 2 each bound the error by ~0.32; in practice far less.
+  EXPECT_LT(worst, 0.32);
+  EXPECT_LT(err2 / ref2, 1e-3) << "NMSE";
+  EXPECT_GT(err2, 0.0) << "int8 hops are lossy: an exact result would mean they were not quantized";
+  for (const auto& r : ring.members) EXPECT_TRUE(SameBits(r->sum(), ring.members[0]->sum()));
+}
+
+TEST(RingAllReduce, HopsOutOfOrderOrWithTheWrongSegmentAreRefused) {
+  auto codec = SegmentCodec::Create("none");
+  ASSERT_TRUE(codec.ok());
+  RingAllReduce r(3, 1, std::vector<float>(9, 1.0f), 1.0, 0.0, codec->get());
+  ASSERT_TRUE(r.Start().ok());
+  const std::vector<float> three(3, 2.0f);
+  auto payload = (*codec)->Encode(three);
+  ASSERT_TRUE(payload.ok());
+  // Member 1 expects reduce-scatter hop 0 carrying member 0's segment 0, from 1 contributor.
+  RingHop hop{.phase = 0, .hop = 0, .segment = 0, .contributors = 1, .weight = 1.0, .loss = 0.0, .payload = *payload};
+  RingHop wrong = hop;
+  wrong.hop = 1;
+  EXPECT_FALSE(r.Receive(wrong).ok());
+  wrong = hop;
+  wrong.segment = 2;
+  EXPECT_FALSE(r.Receive(wrong).ok());
+  wrong = hop;
+  wrong.contributors = 2;
+  EXPECT_FALSE(r.Receive(wrong).ok());
+  wrong = hop;
+  wrong.payload.pop_back();
+  EXPECT_FALSE(r.Receive(wrong).ok()) << "a truncated payload";
+  auto next = r.Receive(hop);
+  ASSERT_TRUE(next.ok()) << next.status().message();
+  ASSERT_TRUE(next->has_value());
+  EXPECT_EQ((*next)->segment, 0u);
+  EXPECT_EQ((*next)->contributors, 2u);
+  EXPECT_EQ((*next)->weight, 2.0);
+}
+
+TEST(RingAllReduce, OnlyDenseCodecsCarryPartialSums) {
+  EXPECT_TRUE(SegmentCodec::Create("none").ok());
+  EXPECT_TRUE(SegmentCodec::Create("bf16").ok());
+  EXPECT_TRUE(SegmentCodec::Create("int8:chunk=64").ok());
+  EXPECT_EQ(SegmentCodec::Create("ef|topk:ratio=0.01|int8").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(SegmentCodec::Create("ef|sign").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(SegmentCodec::Create("bogus").status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(RingAllReduce, RingModesAreExchangesThatFinishOnTheRing) {
+  const std::vector<TensorSpec> layout = {{"p", {8}}};
+  protocol::SwarmInfo s;
+  s.task.optimizer.name = "adamw";
+  s.task.optimizer.learning_rate = 0.01f;
+  s.mode = "allreduce";
+  auto x = MakeExchange(s, layout);
+  ASSERT_TRUE(x.ok()) << x.status().message();
+  EXPECT_EQ((*x)->finish(), Exchange::Finish::kRing);
+  s.mode = "diloco";
+  EXPECT_EQ((*MakeExchange(s, layout))->finish(), Exchange::Finish::kLeaderCommits);
+  s.params = {{"diloco_allreduce", 1}};
+  EXPECT_EQ((*MakeExchange(s, layout))->finish(), Exchange::Finish::kRing);
+  s.mode = "allreduce";
+  s.task.optimizer.name = "demo";
+  EXPECT_EQ(MakeExchange(s, layout).status().code(), StatusCode::kInvalidArgument) << "DeMo cannot be summed densely";
+}
+
+}  // namespace
+}  // namespace shoal::peer
