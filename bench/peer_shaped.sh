@@ -14,37 +14,9 @@ N=4
 UP="${UP:-10mbit}"
 DOWN="${DOWN:-100mbit}"
 mkdir -p "$OUT"
-KEYS=""
-cleanup() {
-  pkill -f "shoal-peer --listen tcp://10.77.0." 2>/dev/null || true
-  for ((i = 0; i < N; i++)); do ip netns del "shoalb-p$i" 2>/dev/null || true; done
-  ip netns del shoalb-hub 2>/dev/null || true
-  [ -z "$KEYS" ] || rm -rf "$KEYS"
-}
-trap cleanup EXIT
-cleanup
-KEYS="$(mktemp -d)"
-
-# A hub namespace with a bridge; each peer namespace hangs off it by a veth pair. Egress on
-# the peer's end is its uplink (UP), egress on the hub's end its downlink (DOWN).
-ip netns add shoalb-hub
-ip netns exec shoalb-hub ip link add br0 type bridge
-ip netns exec shoalb-hub ip link set br0 up
-for ((i = 0; i < N; i++)); do
-  ns="shoalb-p$i"
-  ip netns add "$ns"
-  ip link add "veth$i" netns "$ns" type veth peer name "hub$i" netns shoalb-hub
-  ip netns exec "$ns" ip addr add "10.77.0.$((i + 1))/24" dev "veth$i"
-  ip netns exec "$ns" ip link set "veth$i" up
-  ip netns exec "$ns" ip link set lo up
-  ip netns exec shoalb-hub ip link set "hub$i" master br0
-  ip netns exec shoalb-hub ip link set "hub$i" up
-  ip netns exec "$ns" tc qdisc add dev "veth$i" root tbf rate "$UP" burst 64kb latency 2s
-  ip netns exec shoalb-hub tc qdisc add dev "hub$i" root tbf rate "$DOWN" burst 256kb latency 2s
-  "$BIN/shoal-keygen" "$KEYS/p$i" >/dev/null 2>&1
-done
-mkdir "$KEYS/allow"
-cp "$KEYS"/p*.pub "$KEYS/allow/"
+source bench/shaped_links.sh
+trap shaped_cleanup EXIT
+shaped_setup "$N" "$UP" "$DOWN"
 export OPENBLAS_NUM_THREADS=1
 
 run() {  # label steps flags...

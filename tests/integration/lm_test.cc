@@ -132,5 +132,13 @@ TEST(LanguageModel, PeersTrainAGptWithDilocoOnAnInt8RingAllReduce) {
                            4, 0.7);
 }
 
+// SparseLoCo-like: DiLoCo whose pseudo-gradients go out as error feedback + top-3% + int8.
+TEST(LanguageModel, PeersTrainAGptWithSparseCompressedOuterSteps) {
+  ExpectOneModelThatLearns(RunPeers("lm-sparseloco", {"--mode", "diloco", "--codec", "ef|topk:ratio=0.03|int8",
+                                                      "--client-optimizer", "adamw", "--lr", "0.005",
+                                                      "--diloco-inner-steps", "20", "--steps", "4"}),
+                           4, 0.8);
+}
+
 }  // namespace
 }  // namespace shoal::testing

@@ -29,7 +29,8 @@ std::string RingHash(const std::vector<std::string>& members) {
   return crypto::HashHex({reinterpret_cast<const uint8_t*>(joined.data()), joined.size()});
 }
 
-constexpr size_t kMaxRingsKept = 8;  // distinct (step, ring, attempt) held in the inbox
+constexpr size_t kMaxRingsKept = 8;   // distinct (step, ring, attempt) held in the inbox
+constexpr size_t kRingViewSlack = 8;  // members a sender may know of that this peer does not yet
 
 }  // namespace
 
@@ -47,12 +48,14 @@ void Peer::RingStep() {
   // A step that others finished without this peer (a Commit for it, or hops of a later step,
   // waiting for longer than a step deadline): its replica is behind.
   for (auto it = commits_.begin(); it != commits_.end();) it = it->first <= committed_ ? commits_.erase(it) : std::next(it);
+  // A ring still receiving (the last hops of a large model on a slow link) is not behind.
   const auto deadline = static_cast<int64_t>(swarm_info_.step_timeout_ms);
-  if (!commits_.empty() && MillisSince(commits_.begin()->second.since) > deadline)
+  const bool moving = ring_ && ring_->step == step && MillisSince(ring_->progress) <= deadline;
+  if (!moving && !commits_.empty() && MillisSince(commits_.begin()->second.since) > deadline)
     return Resync(commits_.begin()->second.from, "the swarm finished step " + std::to_string(commits_.begin()->first) +
                                                      " without this peer");
   for (const auto& [key, in] : ring_inbox_)
-    if (std::get<0>(key) > step && MillisSince(in.since) > deadline)
+    if (!moving && std::get<0>(key) > step && MillisSince(in.since) > deadline)
       return Resync(in.from, in.from + " is on step " + std::to_string(std::get<0>(key)) + " already");
   const auto live = LiveNames();
   const std::string hash = RingHash(live);
@@ -217,6 +220,12 @@ void Peer::HandleRingSegment(const std::string& from, uint64_t step, const proto
     }
     return;
   }
+  // A ring has as many hops and segments as members: this peer's view, plus members joining
+  // that it has not heard yet. More is made up, and would cost memory.
+  const size_t bound = members_.size() + 1 + kRingViewSlack;
+  if (r.hop >= bound || r.segment >= bound)
+    return Reject(from, ErrorCode::MalformedFrame, "ring hop " + std::to_string(r.hop) + " or segment " +
+                                                       std::to_string(r.segment) + " exceeds the swarm's size");
   RingInbound& slot = ring_inbox_[{step, r.ring_hash, r.attempt, r.phase, r.hop}];
   if (slot.complete) {
     ++rejected_by_code_["DuplicateUpdate"];
