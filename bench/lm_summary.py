@@ -44,7 +44,7 @@ def load(label):
 
 
 runs = {l: load(l) for l in a.labels}
-base = runs[a.baseline]
+base = runs[a.baseline] if a.baseline in runs else load(a.baseline)  # from an earlier run in OUT
 if a.shaped:
     rows = ["| method | steps | seconds per step | faster than allreduce | bytes per worker per step |",
             "|---|---|---|---|---|"]

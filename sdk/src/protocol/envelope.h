@@ -19,7 +19,7 @@
 namespace shoal::protocol {
 
 // Bumped only for changes old peers cannot read (see schemas/shoal.fbs).
-inline constexpr uint32_t kProtocolVersion = 1;
+inline constexpr uint32_t kProtocolVersion = 2;  // 2: RingSegment (ring all-reduce swarms)
 
 using Frame = std::vector<uint8_t>;
 
