@@ -87,6 +87,14 @@ std::vector<std::string> DigitsTask(int steps, int min_peers, const std::string&
           "--heartbeat-timeout", "1", "--eval-every", "20"};
 }
 
+// The longest of the three steps after `killed_at`, in seconds.
+double LongestStepAfter(const std::map<uint64_t, nlohmann::json>& steps, uint64_t killed_at) {
+  double longest = 0;
+  for (const auto& [step, line] : steps)
+    if (step > killed_at && step <= killed_at + 3) longest = std::max(longest, line["seconds"].get<double>());
+  return longest;
+}
+
 // Every step that every peer in `peers` committed has one model hash across them.
 void ExpectSameHashes(const std::vector<std::map<uint64_t, nlohmann::json>>& peers, uint64_t* common = nullptr) {
   uint64_t shared = 0;
@@ -157,10 +165,7 @@ TEST(Peers, SurviveAKilledLeaderAndCatchUpALateJoiner) {
 
   const auto s1 = Steps(swarm.Metrics(1)), s2 = Steps(swarm.Metrics(2)), s3 = Steps(swarm.Metrics(3));
   // Two step deadlines (1 s each) bound the step that lost its leader.
-  double longest = 0;
-  for (const auto& [step, line] : s1)
-    if (step > killed_at && step <= killed_at + 3) longest = std::max(longest, line["seconds"].get<double>());
-  EXPECT_LT(longest, 2.0) << "steps after the kill";
+  EXPECT_LT(LongestStepAfter(s1, killed_at), 2.0) << "steps after the kill";
   EXPECT_EQ(s1.at(killed_at + 10)["members"], 2);
   EXPECT_GT(s3.begin()->first, killed_at + 50) << "p3 joined late";
   uint64_t common = 0;
@@ -208,10 +213,7 @@ TEST(Peers, AllreduceIsBandwidthOptimalAndSurvivesAMemberKilledMidRing) {
   EXPECT_GE(sent[sent.size() / 2], 1.5 * dense);
   EXPECT_LE(sent[sent.size() / 2], 1.5 * dense * 1.25) << "frame headers, the commit and heartbeats only";
   // The kill: the ring waits for the heartbeat timeout (1 s), then goes on with 3 members.
-  double longest = 0;
-  for (const auto& [step, line] : s1)
-    if (step > killed_at && step <= killed_at + 3) longest = std::max(longest, line["seconds"].get<double>());
-  EXPECT_LT(longest, 3.0) << "steps after the kill";
+  EXPECT_LT(LongestStepAfter(s1, killed_at), 3.0) << "steps after the kill";
   EXPECT_EQ(s1.at(killed_at + 10)["members"], 3);
   EXPECT_GE(s1.at(killed_at + 10)["ring_restarts"].get<int>(), 1);
   EXPECT_EQ(s4.begin()->second["model_hash"], s1.at(s4.begin()->first)["model_hash"]) << "from its first step";

@@ -124,6 +124,17 @@ Status Peer::Apply(uint64_t step, const std::vector<std::string>& authors) {
     weight += static_cast<double>(w);
   }
   SHOAL_ASSIGN_OR_RETURN(auto result, acc->Finish({}));
+  SHOAL_RETURN_IF_ERROR(CommitStep(step, result, started));
+  commit_log_.emplace_back(step, authors);
+  while (commit_log_.size() > kLogSteps) commit_log_.pop_front();
+  while (!updates_.empty() && updates_.begin()->first + kLogSteps < step) updates_.erase(updates_.begin());
+  FinishStep(step, authors.size(), weight > 0 ? loss / weight : 0.0, -1.0);
+  return Status::Ok();
+}
+
+// The step's result moves the replica (the exchange's shared step), which must stay finite;
+// `step` is then committed with the replica's hash. Both the commit log and the ring end here.
+Status Peer::CommitStep(uint64_t step, const std::optional<std::vector<float>>& result, Clock::time_point started) {
   SHOAL_RETURN_IF_ERROR(exchange_->Apply(result, w_));
   bool finite = true;
   for (float x : w_) finite = finite && std::isfinite(x);
@@ -132,12 +143,8 @@ Status Peer::Apply(uint64_t step, const std::vector<std::string>& authors) {
   committed_ = step;
   hash_log_[step] = hash_;
   while (hash_log_.size() > kLogSteps) hash_log_.erase(hash_log_.begin());
-  commit_log_.emplace_back(step, authors);
-  while (commit_log_.size() > kLogSteps) commit_log_.pop_front();
-  while (!updates_.empty() && updates_.begin()->first + kLogSteps < step) updates_.erase(updates_.begin());
   last_commit_time_ = Clock::now();
   apply_seconds_ += std::chrono::duration<double>(last_commit_time_ - started).count();
-  FinishStep(step, authors.size(), weight > 0 ? loss / weight : 0.0, -1.0);
   return Status::Ok();
 }
 

@@ -24,6 +24,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -174,6 +175,7 @@ class Peer {
   void HandleCommit(const std::string& from, uint64_t step, protocol::Commit c);
   void TryApplyCommits();
   Status Apply(uint64_t step, const std::vector<std::string>& authors);
+  Status CommitStep(uint64_t step, const std::optional<std::vector<float>>& result, Clock::time_point started);
   void MixStep();
   void FinishStep(uint64_t step, size_t included, double loss, double spread);
   void Evaluate(nlohmann::json& line);

@@ -15,7 +15,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cmath>
 
 #include "protocol/limits.h"
 #include "runtime/peer/peer_impl.h"
@@ -169,21 +168,11 @@ void Peer::FinishRing() {
   const double loss = ring_->reduce->loss() / weight;
   ring_.reset();
   own_ = Contribution();
-  Status st = exchange_->Apply(mean, w_);
-  bool finite = true;
-  for (float x : w_) finite = finite && std::isfinite(x);
-  if (st.ok() && !finite) st = Status::Internal("step " + std::to_string(step) + " made the model non-finite");
-  if (!st.ok()) {  // every replica took the same step: the swarm cannot go on
-    train_error_ = st;
+  if (Status st = CommitStep(step, std::move(mean), started); !st.ok()) {
+    train_error_ = st;  // every replica took the same step: the swarm cannot go on
     return;
   }
-  hash_ = crypto::ModelHash(w_);
-  committed_ = step;
-  hash_log_[step] = hash_;
-  while (hash_log_.size() > kLogSteps) hash_log_.erase(hash_log_.begin());
   for (auto it = ring_inbox_.begin(); it != ring_inbox_.end() && std::get<0>(it->first) <= step;) it = ring_inbox_.erase(it);
-  last_commit_time_ = Clock::now();
-  apply_seconds_ += std::chrono::duration<double>(last_commit_time_ - started).count();
   if (Leader() == self_.name)
     Broadcast([&](Member& m) {
       protocol::Header h = Header(m);
