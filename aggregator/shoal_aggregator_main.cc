@@ -41,7 +41,8 @@ int main(int argc, char** argv) {
                               "model on their own data, and send updates that are averaged into the global model.\n"
                               "Example:\n  shoal-aggregator --listen tcp://*:7070 --rounds 30 --min-clients 4 \\\n"
                               "    --model mlp --dataset digits --metrics-out run.jsonl --checkpoint-dir ckpt\n");
-  all.add(general).add(transport).add(shoal::aggregator::RoundOptions(o, flags)).add(shoal::aggregator::TaskOptions(o, flags));
+  all.add(general).add(transport).add(shoal::aggregator::RoundOptions(o, flags)).add(shoal::aggregator::TaskOptions(o, flags))
+      .add(shoal::aggregator::PrivacyOptions(o));
 
   po::variables_map vm;
   if (auto exit_code = shoal::cli::ParseOptions(argc, argv, all, vm, kProgram)) return *exit_code;

@@ -57,6 +57,13 @@ class Accumulator {
   virtual StatusOr<std::optional<std::vector<float>>> Finish(std::span<const ClientFailure> failures) = 0;
 };
 
+// One value a strategy reports about the round it just finished (DP: "epsilon"), written
+// into the round's metrics line under its name.
+struct StrategyMetric {
+  std::string name;
+  double value = 0.0;
+};
+
 class Strategy {
  public:
   virtual ~Strategy() = default;
@@ -65,6 +72,20 @@ class Strategy {
   virtual RoundConfig Configure(uint64_t round) const = 0;
   // A fresh accumulator for `round`, whose updates are deltas against `global`.
   virtual std::unique_ptr<Accumulator> StartRound(uint64_t round, std::span<const float> global) = 0;
+  // Whether it must see each client's update (median, Krum, ...): the wrappers that hide them
+  // (secure aggregation, differential privacy) refuse such a strategy at start-up.
+  virtual bool needs_individual_updates() const { return false; }
+  // Whether clients must be selected by Poisson sampling (each independently with probability
+  // --fraction, from the OS CSPRNG), which the DP accountant assumes; otherwise a seeded
+  // shuffle picks exactly ceil(fraction * n).
+  virtual bool poisson_sampling() const { return false; }
+  // Values about the round whose accumulator finished last, for the metrics line.
+  virtual std::vector<StrategyMetric> RoundMetrics() const { return {}; }
+  // Why round `round` must not start (a privacy budget that it would exceed), or nullopt.
+  virtual std::optional<std::string> StopBefore(uint64_t round) const {
+    (void)round;
+    return std::nullopt;
+  }
   // Opaque state saved with each checkpoint and restored on --resume (empty when stateless).
   virtual std::string SaveState() const { return {}; }
   virtual Status LoadState(const std::string& state) {

@@ -58,12 +58,10 @@ double Rng::Normal() {
   }
   double u1;
   do u1 = UniformDouble(); while (u1 <= 0.0);
-  double u2 = UniformDouble();
-  double r = std::sqrt(-2.0 * std::log(u1));
-  double theta = 6.283185307179586476925 * u2;
-  spare_ = r * std::sin(theta);
+  const auto [a, b] = BoxMuller(u1, UniformDouble());
+  spare_ = b;
   has_spare_ = true;
-  return r * std::cos(theta);
+  return a;
 }
 
 double Rng::Gamma(double shape) {

@@ -9,6 +9,13 @@
 
 namespace shoal {
 
+// Box-Muller: two independent standard normals from two uniforms, u1 in (0, 1], u2 in [0, 1).
+inline std::pair<double, double> BoxMuller(double u1, double u2) {
+  const double r = std::sqrt(-2.0 * std::log(u1));
+  const double theta = 6.283185307179586476925 * u2;
+  return {r * std::cos(theta), r * std::sin(theta)};
+}
+
 class Rng {
  public:
   // Seeds the four state words from `seed` and `stream` with SplitMix64, so (seed, stream)

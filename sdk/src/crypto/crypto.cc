@@ -2,6 +2,7 @@
 
 #include <sodium.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstdio>
 #include <cstdlib>
@@ -55,6 +56,18 @@ uint64_t RandomU64() {
   uint64_t v = 0;
   randombytes_buf(&v, sizeof v);
   return v;
+}
+
+void RandomBytes(std::span<uint8_t> out) {
+  EnsureInit();
+  randombytes_buf(out.data(), out.size());
+}
+
+void ChaCha20(const StreamKey& key, const StreamNonce& nonce, uint32_t counter, std::span<uint8_t> out) {
+  static_assert(crypto_stream_chacha20_ietf_KEYBYTES == 32 && crypto_stream_chacha20_ietf_NONCEBYTES == 12);
+  EnsureInit();
+  std::fill(out.begin(), out.end(), uint8_t{0});
+  crypto_stream_chacha20_ietf_xor_ic(out.data(), out.data(), out.size(), nonce.data(), counter, key.data());
 }
 
 }  // namespace shoal::crypto

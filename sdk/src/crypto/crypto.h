@@ -19,6 +19,15 @@ std::string ModelHash(std::span<const float> params);
 
 // Uniformly random 64-bit value from the OS CSPRNG (session ids).
 uint64_t RandomU64();
+// Fills `out` from the OS CSPRNG (keys, noise seeds).
+void RandomBytes(std::span<uint8_t> out);
+
+// ChaCha20 (RFC 8439, 96-bit nonce) keystream: writes the stream of (key, nonce) from block
+// `counter` (64 bytes each) into `out`. The expander of secure aggregation's masks and of the
+// noise of differential privacy; the caller binds its context into the key or the nonce.
+using StreamKey = std::array<uint8_t, 32>;
+using StreamNonce = std::array<uint8_t, 12>;
+void ChaCha20(const StreamKey& key, const StreamNonce& nonce, uint32_t counter, std::span<uint8_t> out);
 
 // Lowercase hex of `bytes`.
 std::string ToHex(std::span<const uint8_t> bytes);

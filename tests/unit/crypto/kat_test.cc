@@ -41,6 +41,24 @@ class KatTest : public ::testing::Test {
   void SetUp() override { EnsureInit(); }
 };
 
+// ---- ChaCha20: RFC 8439 ----
+
+// RFC 8439 §2.3.2: the keystream block of key 00..1f, nonce 00:00:00:09:00:00:00:4a:00:00:00:00,
+// block counter 1 (cross-checked with pyca/cryptography), and the block after it continues the
+// same stream.
+TEST_F(KatTest, ChaCha20Rfc8439Section2_3_2) {
+  StreamKey key;
+  for (size_t i = 0; i < key.size(); ++i) key[i] = static_cast<uint8_t>(i);
+  StreamNonce nonce{0, 0, 0, 9, 0, 0, 0, 0x4a, 0, 0, 0, 0};
+  std::vector<uint8_t> block(64), two(128);
+  ChaCha20(key, nonce, 1, block);
+  EXPECT_EQ(ToHex(block),
+            "10f1e7e4d13b5915500fdd1fa32071c4c7d1f4c733c068030422aa9ac3d46c4e"
+            "d2826446079faa0914c2d705d98b02a2b5129cd1de164eb9cbd083e8a2503c4e");
+  ChaCha20(key, nonce, 0, two);
+  EXPECT_TRUE(std::equal(block.begin(), block.end(), two.begin() + 64));
+}
+
 // ---- X25519: RFC 7748 ----
 
 // RFC 7748 §5.2, the two single scalar-multiplication vectors.

@@ -17,11 +17,22 @@ bool Service::Impl::MaybeStartRound() {
   std::sort(eligible.begin(), eligible.end(),
             [](const ClientState* a, const ClientState* b) { return std::tie(a->name, a->id) < std::tie(b->name, b->id); });
   const size_t n = eligible.size();
-  size_t k = static_cast<size_t>(std::ceil(o_.fraction * static_cast<double>(n)));
-  k = std::min(n, std::max<size_t>(k, 1));
   const uint64_t number = last_completed_ + 1;
-  Rng rng(o_.seed, number);
-  rng.Shuffle(std::span<const ClientState*>(eligible));
+  size_t k = 0;
+  if (strategy_->poisson_sampling()) {
+    // Each client independently with probability --fraction, from the OS CSPRNG: the sample
+    // stays secret, as the accountant's privacy amplification assumes.
+    auto kept = eligible.begin();
+    for (const ClientState* c : eligible)
+      if (static_cast<double>(crypto::RandomU64() >> 11) * 0x1p-53 < o_.fraction) *kept++ = c;
+    eligible.erase(kept, eligible.end());
+    k = eligible.size();
+  } else {
+    k = static_cast<size_t>(std::ceil(o_.fraction * static_cast<double>(n)));
+    k = std::min(n, std::max<size_t>(k, 1));
+    Rng rng(o_.seed, number);
+    rng.Shuffle(std::span<const ClientState*>(eligible));
+  }
 
   round_ = RoundState{};
   round_.number = number;
@@ -173,6 +184,7 @@ Status Service::Impl::CloseRound() {
   r.seconds = seconds;
   r.model_hash = global_hash_;
   r.model_updated = updated;
+  r.strategy_metrics = strategy_->RoundMetrics();
   nlohmann::json line = {
       {"round", r.round},
       {"clients_selected", r.clients_selected},
@@ -199,6 +211,7 @@ Status Service::Impl::CloseRound() {
       {"handshakes_refused", server_->handshakes().failed_auth},
       {"allow_list_keys", allow_list_ ? allow_list_->size() : 0},
   };
+  for (const StrategyMetric& m : r.strategy_metrics) line[m.name] = m.value;
   if (model_->batch_kind() == nn::BatchKind::kTokens) line["test_bits_per_byte"] = nn::BitsPerByte(r.test_loss);
   if (eval_weight > 0) {  // of the model the clients received this round (before the update)
     line["client_eval_loss"] = eval_loss / eval_weight;

@@ -16,6 +16,12 @@ Status Service::Impl::Init(std::unique_ptr<transport::Listener> listener) {
     return Status::InvalidArgument("--test-fraction must be in (0, 1)");
 
   SHOAL_ASSIGN_OR_RETURN(strategy_, MakeStrategy(o_.strategy));
+  if (o_.dp.enabled()) {
+    SHOAL_ASSIGN_OR_RETURN(strategy_, WrapWithDp(std::move(strategy_), o_.dp, o_.fraction, o_.rounds));
+  } else if (o_.dp.noise_multiplier != 0 || o_.dp.target_epsilon != 0 || o_.dp.epsilon_budget != 0 ||
+             o_.dp.clip_quantile != 0) {
+    return Status::InvalidArgument("the --dp-* options need --dp-clip (the L2 bound of each client's update)");
+  }
   SHOAL_ASSIGN_OR_RETURN(backend_, MakeBackend(o_.device));
 
   // Data: the aggregator only keeps the held-out split, which no client ever receives.
@@ -223,7 +229,14 @@ Status Service::Impl::Run(const std::atomic<bool>& stop, std::atomic<bool>* relo
         return Status::Ok();
       }
     }
-    if (!round_.open && MaybeStartRound()) Flush();
+    if (!round_.open) {
+      if (auto why = strategy_->StopBefore(last_completed_ + 1)) {
+        spdlog::warn("stopping after round {}: {}", last_completed_, *why);
+        SendByeToAll(*why);
+        return Status::Ok();
+      }
+      if (MaybeStartRound()) Flush();
+    }
   }
   spdlog::info("stopping on request after round {} (checkpointed rounds are kept)", last_completed_);
   return Status::Ok();

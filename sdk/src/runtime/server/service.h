@@ -13,6 +13,7 @@
 #include "shoal/status.h"
 #include "shoal/trainer.h"
 #include "aggregate/strategy.h"
+#include "aggregate/wrappers/dp.h"
 #include "transport/channel.h"
 
 namespace shoal::aggregator {
@@ -29,6 +30,7 @@ struct RoundReport {
   double seconds = 0.0;                         // from the tasks going out to the round's close
   std::string model_hash;                       // of the global model after the round
   bool model_updated = false;
+  std::vector<StrategyMetric> strategy_metrics;  // the strategy's own (DP: epsilon, dp_clip, ...)
 };
 
 struct AggregatorOptions {
@@ -43,6 +45,7 @@ struct AggregatorOptions {
   uint64_t seed = 0;                       // model init, data split, client sampling
   double test_fraction = 0.2;              // held-out share of the dataset
   StrategyOptions strategy;                // strategy name, client lr, local epochs/steps, prox mu
+  DpOptions dp;                            // differential privacy around the strategy (dp.clip > 0 turns it on)
   OptimizerConfig optimizer;               // client optimizer (its learning_rate is overridden per round)
   std::string codec = "none";              // upload codec spec (clients encode their updates with it)
   std::string codec_down;                  // download codec for the global delta; Default: same as codec

@@ -72,6 +72,22 @@ inline boost::program_options::options_description TaskOptions(AggregatorOptions
   return d;
 }
 
+// Differential privacy around the strategy (aggregate/wrappers/dp.h).
+inline boost::program_options::options_description PrivacyOptions(AggregatorOptions& o) {
+  namespace po = boost::program_options;
+  DpOptions& dp = o.dp;
+  po::options_description d("Differential privacy (client-level DP-FedAvg; with it, clients are Poisson-sampled at --fraction)");
+  d.add_options()
+      ("dp-clip", po::value(&dp.clip)->default_value(dp.clip), "L2 bound of each client's update (the initial bound with --dp-clip-quantile); > 0 turns DP on")
+      ("dp-noise-multiplier", po::value(&dp.noise_multiplier)->default_value(dp.noise_multiplier), "Gaussian noise stddev on the sum of clipped updates, in units of --dp-clip")
+      ("dp-target-epsilon", po::value(&dp.target_epsilon)->default_value(dp.target_epsilon), "choose the noise multiplier so that --rounds rounds spend this epsilon (instead of --dp-noise-multiplier)")
+      ("dp-delta", po::value(&dp.delta)->default_value(dp.delta, "1e-5"), "delta of the (epsilon, delta) reported and budgeted")
+      ("dp-epsilon-budget", po::value(&dp.epsilon_budget)->default_value(dp.epsilon_budget), "stop (Bye to every client) before a round would take epsilon past this; 0 = no limit")
+      ("dp-clip-quantile", po::value(&dp.clip_quantile)->default_value(dp.clip_quantile), "adaptive clipping: move the bound towards this quantile of update norms (0 = fixed --dp-clip)")
+      ("dp-clip-lr", po::value(&dp.clip_learning_rate)->default_value(dp.clip_learning_rate), "adaptive clipping's geometric learning rate");
+  return d;
+}
+
 // `--codec help` (or --codec-down help): prints every codec stage with its parameters, from
 // the stage registry, and says the program should exit.
 inline bool PrintCodecHelpIfAsked(const AggregatorOptions& o) {

@@ -1,0 +1,52 @@
+// Differential privacy as a wrapper around any strategy: client-level DP-FedAvg (McMahan et al.
+// ICLR'18) with central noise, and adaptive clipping (Andrew et al. NeurIPS'21).
+//
+// Each round, every client is selected independently with probability q = --fraction
+// (Poisson sampling, what the accountant assumes). Each reported update is clipped to L2 norm
+// C (scaled by min(1, C(1 - 2^-20) / ||delta||): the margin keeps the float result within C),
+// the clipped updates are summed exactly with weight 1 each (client-level privacy: example
+// counts would change the sensitivity), Gaussian noise N(0, (z_delta C)^2) from a
+// cryptographic stream is added to every coordinate of the sum, and the result divided by the
+// number of updates that arrived (treated as public, as TensorFlow Federated does) is handed
+// to the wrapped strategy as its round's only update. So FedAvg's server learning rate,
+// DeMo's sign step or any later server optimizer apply to the privatized mean.
+//
+// Adaptive clipping: b = the number of updates with ||delta|| <= C, released with noise
+// N(0, s_b^2), s_b = max(m / 20, z) for m selected clients; C <- C exp(-lr (b~/m' - gamma)),
+// gamma = --dp-clip-quantile, m' = max(updates, 1). The two releases together are one
+// Gaussian mechanism with noise multiplier z when z_delta = (z^-2 - (2 s_b)^-2)^(-1/2)
+// (Andrew et al. Thm 1), so the accountant charges z either way; with fixed clipping
+// z_delta = z.
+//
+// The accountant (privacy/dp/rdp.h) composes one round (q, z) each time a round's aggregate
+// is released (a round below --min-results releases nothing). epsilon at --dp-delta is in
+// RoundMetrics after every round, and StopBefore refuses a round after which epsilon would
+// exceed --dp-epsilon-budget. The clip norm and the accountant's state are checkpointed.
+//
+// Refuses at creation: C <= 0, neither or both of z and a target epsilon, a target without
+// --rounds, delta outside (0, 1), a quantile outside [0, 1), and a strategy that needs
+// individual updates.
+#pragma once
+
+#include <memory>
+
+#include "aggregate/strategy.h"
+
+namespace shoal::aggregator {
+
+struct DpOptions {
+  double clip = 0.0;                // --dp-clip: L2 bound C of each client's update; 0 = DP off
+  double noise_multiplier = 0.0;    // --dp-noise-multiplier z (noise stddev z * C on the sum)
+  double target_epsilon = 0.0;      // --dp-target-epsilon: choose z so that --rounds rounds spend this
+  double delta = 1e-5;              // --dp-delta
+  double epsilon_budget = 0.0;      // --dp-epsilon-budget: no round may take epsilon past it; 0 = no limit
+  double clip_quantile = 0.0;       // --dp-clip-quantile gamma in (0, 1): adaptive clipping; 0 = fixed C
+  double clip_learning_rate = 0.2;  // --dp-clip-lr: adaptive clipping's geometric step
+  bool enabled() const { return clip > 0.0; }
+};
+
+// `sampling_rate` is --fraction; `rounds` is --rounds (0 = unbounded), needed for a target epsilon.
+StatusOr<std::unique_ptr<Strategy>> WrapWithDp(std::unique_ptr<Strategy> inner, const DpOptions& options,
+                                               double sampling_rate, uint64_t rounds);
+
+}  // namespace shoal::aggregator
