@@ -70,4 +70,67 @@ void ChaCha20(const StreamKey& key, const StreamNonce& nonce, uint32_t counter, 
   crypto_stream_chacha20_ietf_xor_ic(out.data(), out.data(), out.size(), nonce.data(), counter, key.data());
 }
 
+X25519Pair NewX25519() {
+  EnsureInit();
+  X25519Pair p;
+  crypto_box_keypair(p.public_key.data(), p.secret_key.data());
+  return p;
+}
+
+Key32 X25519Public(const Key32& secret_key) {
+  EnsureInit();
+  Key32 pk{};
+  crypto_scalarmult_base(pk.data(), secret_key.data());
+  return pk;
+}
+
+bool AgreeKey(const Key32& secret_key, const Key32& my_public, const Key32& their_public,
+              std::span<const uint8_t> context, Key32& out) {
+  EnsureInit();
+  Key32 point{};
+  if (crypto_scalarmult(point.data(), secret_key.data(), their_public.data()) != 0) return false;
+  const bool mine_first = std::lexicographical_compare(my_public.begin(), my_public.end(), their_public.begin(),
+                                                       their_public.end());
+  const Key32& lo = mine_first ? my_public : their_public;
+  const Key32& hi = mine_first ? their_public : my_public;
+  crypto_generichash_state st;
+  crypto_generichash_init(&st, nullptr, 0, out.size());
+  crypto_generichash_update(&st, point.data(), point.size());
+  crypto_generichash_update(&st, lo.data(), lo.size());
+  crypto_generichash_update(&st, hi.data(), hi.size());
+  crypto_generichash_update(&st, context.data(), context.size());
+  crypto_generichash_final(&st, out.data(), out.size());
+  sodium_memzero(point.data(), point.size());
+  return true;
+}
+
+std::vector<uint8_t> Seal(const Key32& key, std::span<const uint8_t> ad, std::span<const uint8_t> plaintext) {
+  EnsureInit();
+  constexpr size_t kNonce = crypto_aead_xchacha20poly1305_ietf_NPUBBYTES;
+  std::vector<uint8_t> out(kNonce + plaintext.size() + crypto_aead_xchacha20poly1305_ietf_ABYTES);
+  randombytes_buf(out.data(), kNonce);
+  unsigned long long len = 0;
+  crypto_aead_xchacha20poly1305_ietf_encrypt(out.data() + kNonce, &len, plaintext.data(), plaintext.size(), ad.data(),
+                                             ad.size(), nullptr, out.data(), key.data());
+  out.resize(kNonce + len);
+  return out;
+}
+
+bool Open(const Key32& key, std::span<const uint8_t> ad, std::span<const uint8_t> sealed, std::vector<uint8_t>& plaintext) {
+  EnsureInit();
+  constexpr size_t kNonce = crypto_aead_xchacha20poly1305_ietf_NPUBBYTES;
+  plaintext.clear();
+  if (sealed.size() < kNonce + crypto_aead_xchacha20poly1305_ietf_ABYTES) return false;
+  plaintext.resize(sealed.size() - kNonce - crypto_aead_xchacha20poly1305_ietf_ABYTES);
+  unsigned long long len = 0;
+  if (crypto_aead_xchacha20poly1305_ietf_decrypt(plaintext.data(), &len, nullptr, sealed.data() + kNonce,
+                                                 sealed.size() - kNonce, ad.data(), ad.size(), sealed.data(),
+                                                 key.data()) != 0) {
+    plaintext.clear();
+    return false;
+  }
+  plaintext.resize(len);
+  return true;
+}
+
 }  // namespace shoal::crypto

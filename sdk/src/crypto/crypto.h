@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace shoal::crypto {
 
@@ -40,5 +41,24 @@ std::array<uint8_t, 32> Hash256(std::span<const uint8_t> bytes);
 using Signature = std::array<uint8_t, 64>;
 Signature Sign(std::span<const uint8_t> message, std::span<const uint8_t, 64> secret_key);
 bool Verify(const Signature& signature, std::span<const uint8_t> message, std::span<const uint8_t, 32> public_key);
+
+// X25519 for secure aggregation's per-round keys (libsodium crypto_box keys).
+using Key32 = std::array<uint8_t, 32>;
+struct X25519Pair {
+  Key32 public_key{};
+  Key32 secret_key{};
+};
+X25519Pair NewX25519();
+Key32 X25519Public(const Key32& secret_key);
+// BLAKE2b-256(X25519(secret, their_public) || min(pk) || max(pk) || context): the same 32-byte
+// key on both sides, bound to both public keys and to `context`. False when their_public is a
+// low-order point (the shared point would be all zero).
+bool AgreeKey(const Key32& secret_key, const Key32& my_public, const Key32& their_public,
+              std::span<const uint8_t> context, Key32& out);
+
+// XChaCha20-Poly1305 (IETF): Seal returns nonce (24 random bytes) || ciphertext || tag;
+// Open returns false (and leaves `plaintext` empty) on any tampering or a wrong key or AD.
+std::vector<uint8_t> Seal(const Key32& key, std::span<const uint8_t> ad, std::span<const uint8_t> plaintext);
+bool Open(const Key32& key, std::span<const uint8_t> ad, std::span<const uint8_t> sealed, std::vector<uint8_t>& plaintext);
 
 }  // namespace shoal::crypto

@@ -1,0 +1,45 @@
+#include "privacy/secagg/masking.h"
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace shoal::privacy::secagg {
+
+FixedPoint::FixedPoint(double r, uint32_t m)
+    : range(r), scale((2147483647.0 - static_cast<double>(m)) / (static_cast<double>(m) * r)) {}
+
+uint64_t EncodeFixed(const FixedPoint& fp, std::span<const float> x, std::span<uint32_t> out) {
+  uint64_t clipped = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    double v = x[i];
+    if (!(v >= -fp.range && v <= fp.range)) {  // NaN lands here too, as 0
+      ++clipped;
+      v = std::isnan(v) ? 0.0 : (v > 0 ? fp.range : -fp.range);
+    }
+    out[i] = static_cast<uint32_t>(static_cast<int32_t>(std::nearbyint(v * fp.scale)));
+  }
+  return clipped;
+}
+
+void DecodeFixedSum(const FixedPoint& fp, std::span<const uint32_t> sum, std::span<double> out) {
+  for (size_t i = 0; i < sum.size(); ++i) out[i] = static_cast<double>(static_cast<int32_t>(sum[i])) / fp.scale;
+}
+
+void ApplyMask(const crypto::Key32& key, bool subtract, std::span<uint32_t> v) {
+  constexpr size_t kWords = 16384;  // 64 KiB of keystream at a time (1024 ChaCha20 blocks)
+  std::vector<uint8_t> stream(kWords * 4);
+  const crypto::StreamNonce nonce{};
+  for (size_t start = 0; start < v.size(); start += kWords) {
+    const size_t n = std::min(kWords, v.size() - start);
+    crypto::ChaCha20(key, nonce, static_cast<uint32_t>(start / 16), std::span<uint8_t>(stream.data(), n * 4));
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(stream.data());
+    uint32_t* out = v.data() + start;
+    if (subtract)
+      for (size_t i = 0; i < n; ++i) out[i] -= w[i];
+    else
+      for (size_t i = 0; i < n; ++i) out[i] += w[i];
+  }
+}
+
+}  // namespace shoal::privacy::secagg

@@ -1,0 +1,38 @@
+// Secure aggregation's arithmetic: fixed-point encoding of updates into Z_2^32, and masks
+// expanded from 256-bit keys with ChaCha20.
+//
+// Fixed point. A value is clipped to [-R, R] (R = --secagg-range, explicit: a value outside
+// is counted and reported as the round's clip rate, never silently wrapped), scaled by
+// s = (2^31 - 1 - m) / (m R) for at most m summands and rounded to the nearest integer, and
+// stored mod 2^32. The sum of m encodings stays within (-2^31, 2^31), so reading it as a
+// signed 32-bit integer and dividing by s gives the sum of the clipped values to within m / (2s)
+// per coordinate (R = 1, m = 100: 2.4e-6). Encoding is IEEE double arithmetic with
+// round-to-nearest: the same bits on every machine.
+//
+// Masks. A key's mask is the ChaCha20 keystream (nonce 0: every key is used for one round and
+// one pair, binding both into the key) read as little-endian uint32 words and added (or, for
+// the higher-indexed end of a pair, subtracted) mod 2^32, so each pair's masks cancel in the sum.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "crypto/crypto.h"
+
+namespace shoal::privacy::secagg {
+
+struct FixedPoint {
+  double range = 0.0;  // R
+  double scale = 0.0;  // s
+  FixedPoint(double range, uint32_t max_summands);
+};
+
+// out[i] = encoding of x[i]; returns how many values were outside [-R, R] (clipped) or not finite.
+uint64_t EncodeFixed(const FixedPoint& fp, std::span<const float> x, std::span<uint32_t> out);
+// out[i] = (int32) sum[i] / s.
+void DecodeFixedSum(const FixedPoint& fp, std::span<const uint32_t> sum, std::span<double> out);
+
+// v += (subtract ? -1 : 1) * ChaCha20(key) mod 2^32, word by word.
+void ApplyMask(const crypto::Key32& key, bool subtract, std::span<uint32_t> v);
+
+}  // namespace shoal::privacy::secagg

@@ -1,0 +1,402 @@
+// SecAgg+ (privacy/secagg): Shamir sharing, the neighbour graph and its parameters, fixed
+// point, and the two state machines run in memory: exact sums under dropouts at every stage,
+// aborts that reveal nothing, a malicious server's tricks refused, masked inputs uniform.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+#include "core/rng.h"
+#include "crypto/keys.h"
+#include "privacy/secagg/protocol.h"
+
+namespace shoal::privacy::secagg {
+namespace {
+
+Secret RandomSecret(Rng& rng) {
+  Secret s;
+  for (auto& b : s) b = static_cast<uint8_t>(rng.NextU64());
+  return s;
+}
+
+TEST(Shamir, AnyThresholdSubsetRecoversAndFewerDoNot) {
+  Rng rng(1);
+  for (uint32_t t : {1u, 2u, 5u, 9u}) {
+    const Secret secret = RandomSecret(rng);
+    std::vector<uint32_t> xs = {3, 4, 7, 8, 11, 12, 13, 20, 21};
+    auto shares = SplitSecret(secret, t, xs);
+    ASSERT_TRUE(shares.ok());
+    for (int trial = 0; trial < 20; ++trial) {
+      std::vector<Share> pick = *shares;
+      rng.Shuffle(std::span<Share>(pick));
+      auto back = CombineShares(pick, t);
+      ASSERT_TRUE(back.ok()) << back.status().ToString();
+      EXPECT_EQ(*back, secret);
+      // A forged share among the t (any change to one y) gives no secret or another one.
+      pick[0].y[trial % 8] = (pick[0].y[trial % 8] + 1) % kFieldPrime;
+      auto forged = CombineShares(pick, t);
+      EXPECT_TRUE(!forged.ok() || *forged != secret);
+    }
+    if (t > 1) {
+      EXPECT_FALSE(CombineShares(std::span<const Share>(shares->data(), t - 1), t).ok());
+    }
+  }
+  const Secret s{};
+  EXPECT_FALSE(SplitSecret(s, 0, std::vector<uint32_t>{1, 2}).ok());
+  EXPECT_FALSE(SplitSecret(s, 3, std::vector<uint32_t>{1, 2}).ok());
+  EXPECT_FALSE(SplitSecret(s, 1, std::vector<uint32_t>{0, 2}).ok());
+  EXPECT_FALSE(SplitSecret(s, 1, std::vector<uint32_t>{2, 2}).ok());
+  std::array<uint8_t, 64> bad{};
+  std::fill(bad.begin(), bad.begin() + 8, 0xff);
+  EXPECT_FALSE(DecodeShareY(1, bad).ok()) << "a value >= p";
+}
+
+// t - 1 shares say nothing: for two different secrets, the distribution of one share's first
+// word is the same (uniform over the field) -- checked on its top bits over 4,000 splits each.
+TEST(Shamir, FewerThanThresholdSharesLookUniform) {
+  std::array<int, 16> zero{}, ones{};
+  Secret a{}, b;
+  b.fill(0xff);
+  const std::vector<uint32_t> xs = {1, 2, 3};
+  for (int i = 0; i < 4000; ++i) {
+    ++zero[(*SplitSecret(a, 2, xs))[0].y[0] >> 57];
+    ++ones[(*SplitSecret(b, 2, xs))[0].y[0] >> 57];
+  }
+  for (int bin = 0; bin < 16; ++bin) {
+    EXPECT_NEAR(zero[bin], 250, 80) << bin;
+    EXPECT_NEAR(ones[bin], 250, 80) << bin;
+  }
+}
+
+TEST(Graph, HararyNeighboursAreSymmetricWithTheDegree) {
+  for (uint32_t n : {5u, 60u, 200u}) {
+    for (uint32_t k : {4u, 10u, 20u}) {
+      const uint32_t deg = std::min(k, n - 1);
+      std::vector<std::vector<uint32_t>> nb(n);
+      for (uint32_t i = 0; i < n; ++i) nb[i] = Neighbours(n, deg, 42, i);
+      for (uint32_t i = 0; i < n; ++i) {
+        EXPECT_EQ(nb[i].size(), deg) << n << " " << k;
+        for (uint32_t v : nb[i]) {
+          EXPECT_NE(v, i);
+          EXPECT_TRUE(std::binary_search(nb[v].begin(), nb[v].end(), i));
+        }
+      }
+    }
+  }
+  EXPECT_NE(Neighbours(200, 10, 1, 0), Neighbours(200, 10, 2, 0)) << "the seed permutes the ring";
+}
+
+TEST(Graph, DerivedParametersMeetBothBounds) {
+  for (uint32_t n : {10u, 50u, 100u, 1000u, 10000u}) {
+    auto p = DeriveParams(n, 0.2, 0.05);
+    ASSERT_TRUE(p.ok()) << n << ": " << p.status().ToString();
+    const double k = p->degree;
+    EXPECT_GE(p->threshold, p->degree / 2 + 1 + std::ceil(0.05 * k)) << n;
+    const double margin = p->degree + 1 == n ? 0.0 : 3 * std::sqrt(k * 0.2 * 0.8);
+    EXPECT_LE(p->threshold, k * 0.8 - margin) << n;
+    EXPECT_TRUE(p->malicious_secure);
+    if (n > 50) {
+      EXPECT_LT(p->degree, n / 2) << "sparse for large n";
+    }
+  }
+  // n = 100: k = 2 ceil(3 log2 100) = 40, t = 21 <= 32 - 3 sqrt(6.4) = 24.4.
+  EXPECT_EQ(DeriveParams(100, 0.2, 0.0)->degree, 40u);
+  EXPECT_EQ(DeriveParams(100, 0.2, 0.0)->threshold, 21u);
+  // 35% dropout: k = 40 leaves 26 - 9.1 < 21 survivors at 3 sigma, k = 80 leaves 52 - 12.8 < 41:
+  // the full graph (99 neighbours, 64 >= 50 survive).
+  EXPECT_EQ(DeriveParams(100, 0.35, 0.0)->degree, 99u);
+  EXPECT_FALSE(DeriveParams(10, 0.6, 0.0).ok()) << "60% dropout leaves too few for an honest majority";
+  EXPECT_FALSE(DeriveParams(3, 0.2, 0.0).ok()) << "t = 2 of 2 neighbours cannot lose one";
+  auto weak = DeriveParams(10, 0.6, 0.0, 0, 3);
+  ASSERT_TRUE(weak.ok());
+  EXPECT_FALSE(weak->malicious_secure);
+  EXPECT_FALSE(DeriveParams(1, 0.1, 0.0).ok());
+}
+
+TEST(FixedPoint, SumOfEncodingsDecodesToTheSumAndClipsAreCounted) {
+  FixedPoint fp(2.0, 100);
+  std::vector<uint32_t> sum(3, 0), enc(3);
+  double want[3] = {0, 0, 0};
+  Rng rng(3);
+  for (int k = 0; k < 100; ++k) {
+    std::vector<float> x = {static_cast<float>(rng.UniformDouble() * 4 - 2), 2.0f, -2.0f};
+    EXPECT_EQ(EncodeFixed(fp, x, enc), 0u);
+    for (int i = 0; i < 3; ++i) {
+      sum[i] += enc[i];
+      want[i] += x[i];
+    }
+  }
+  std::vector<double> got(3);
+  DecodeFixedSum(fp, sum, got);
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(got[i], want[i], 100 / (2 * fp.scale)) << i;
+  std::vector<float> wild = {3.0f, -1e30f, NAN, 1.0f};
+  std::vector<uint32_t> out(4);
+  EXPECT_EQ(EncodeFixed(fp, wild, out), 3u);
+  std::vector<double> dec(4);
+  DecodeFixedSum(fp, out, dec);
+  EXPECT_NEAR(dec[0], 2.0, 1e-6);
+  EXPECT_NEAR(dec[1], -2.0, 1e-6);
+  EXPECT_EQ(dec[2], 0.0);
+}
+
+// ---- the protocol in memory ----------------------------------------------------------------
+
+struct Party {
+  crypto::KeyPair keys;
+  std::unique_ptr<Client> client;
+};
+
+std::vector<Party> MakeParties(uint32_t n) {
+  std::vector<Party> p(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    p[i].keys = *crypto::GenerateKeyPair();
+    p[i].client = std::make_unique<Client>(100 + 3 * i, p[i].keys.sign_secret);  // ids not equal to indices
+  }
+  return p;
+}
+
+struct Plan {
+  uint32_t n = 10, length = 16, threshold = 0;
+  std::set<uint32_t> no_advert = {}, no_shares = {}, no_masked = {}, no_unmask = {};  // party positions dropping at each stage
+};
+
+struct Outcome {
+  Status status;
+  std::optional<Result> result;
+  std::vector<uint32_t> expected;  // sum over survivors of their encodings mod 2^32
+};
+
+Outcome Failed(Status st) {
+  Outcome o;
+  o.status = std::move(st);
+  return o;
+}
+
+Outcome RunProtocol(std::vector<Party>& parties, const Plan& plan, uint64_t seed, uint64_t round = 1) {
+  Outcome out;
+  ServerOptions so{.range = 1.0, .length = plan.length, .dropout = 0.3, .threshold = plan.threshold};
+  Server server(7, round, so);
+  Rng rng(seed, 99);
+  std::map<uint32_t, uint32_t> party_of;  // client id -> party position
+  for (uint32_t i = 0; i < plan.n; ++i) {
+    party_of[100 + 3 * i] = i;
+    auto a = parties[i].client->Start(7, round);
+    EXPECT_TRUE(a.ok());
+    if (!plan.no_advert.count(i)) {
+      EXPECT_TRUE(server.AddAdvert(*a).ok());
+    }
+  }
+  auto setup = server.CloseAdverts();
+  if (!setup.ok()) return Failed(setup.status());
+  for (uint32_t i = 0; i < plan.n; ++i) {
+    if (plan.no_advert.count(i)) continue;
+    auto sk = parties[i].client->OnSetup(*setup);
+    if (!sk.ok()) return Failed(sk.status());
+    if (!plan.no_shares.count(i)) {
+      EXPECT_TRUE(server.AddShareKeys(*sk).ok());
+    }
+  }
+  auto deliveries = server.CloseShareKeys();
+  if (!deliveries.ok()) return Failed(deliveries.status());
+  out.expected.assign(plan.length, 0);
+  FixedPoint fp(1.0, static_cast<uint32_t>(setup->roster.size()));
+  for (const SharesFor& d : *deliveries) {
+    const uint32_t i = party_of.at(setup->roster[d.to].client_id);
+    std::vector<float> x(plan.length);
+    for (float& v : x) v = static_cast<float>(rng.UniformDouble() * 2.4 - 1.2);  // some beyond the range
+    auto masked = parties[i].client->OnShares(d, x);
+    if (!masked.ok()) return Failed(masked.status());
+    if (plan.no_masked.count(i)) continue;
+    EXPECT_TRUE(server.AddMasked(*masked).ok());
+    std::vector<uint32_t> enc(plan.length);
+    EncodeFixed(fp, x, enc);
+    for (uint32_t c = 0; c < plan.length; ++c) out.expected[c] += enc[c];
+  }
+  auto request = server.CloseMasked();
+  if (!request.ok()) return Failed(request.status());
+  for (uint32_t s : request->survivors) {
+    const uint32_t i = party_of.at(setup->roster[s].client_id);
+    auto shares = parties[i].client->OnUnmask(*request);
+    if (!shares.ok()) return Failed(shares.status());
+    if (!plan.no_unmask.count(i)) {
+      EXPECT_TRUE(server.AddUnmask(*shares).ok());
+    }
+  }
+  auto result = server.Finish();
+  if (!result.ok()) return Failed(result.status());
+  out.result = std::move(*result);
+  return out;
+}
+
+// 1,000 seeds, 10 clients: 3 drop after sharing keys (before MaskedInput) and 3 more after it
+// (they never answer Unmask); the unmasked sum equals the plaintext modular sum bit for bit.
+TEST(SecAgg, UnmaskedSumIsExactUnderDropoutsBeforeAndAfterMaskedInput) {
+  auto parties = MakeParties(10);
+  for (uint64_t seed = 0; seed < 1000; ++seed) {
+    Rng rng(seed);
+    std::vector<uint32_t> order(10);
+    std::iota(order.begin(), order.end(), 0u);
+    rng.Shuffle(std::span<uint32_t>(order));
+    Plan plan{.threshold = 3};
+    plan.no_masked = {order[0], order[1], order[2]};
+    plan.no_unmask = {order[3], order[4], order[5]};
+    Outcome o = RunProtocol(parties, plan, seed, seed + 1);
+    ASSERT_TRUE(o.result.has_value()) << "seed " << seed << ": " << o.status.ToString();
+    ASSERT_EQ(o.result->sum, o.expected) << "seed " << seed;
+    EXPECT_EQ(o.result->survivors.size(), 7u);
+    EXPECT_EQ(o.result->recovered, 3u);
+    EXPECT_GT(o.result->clipped, 0u) << "values beyond the range are counted";
+  }
+}
+
+TEST(SecAgg, SparseGraphAndDropoutsBeforeSharingAreExactToo) {
+  auto parties = MakeParties(60);
+  Plan plan{.n = 60, .length = 300};
+  plan.no_advert = {5};
+  plan.no_shares = {9, 17};
+  plan.no_masked = {1, 2, 3, 4, 40, 41};
+  plan.no_unmask = {50, 51, 52};
+  Outcome o = RunProtocol(parties, plan, 11);
+  ASSERT_TRUE(o.result.has_value()) << o.status.ToString();
+  EXPECT_EQ(o.result->sum, o.expected);
+  EXPECT_EQ(o.result->recovered, 6u);
+}
+
+TEST(SecAgg, BelowThresholdTheRoundAbortsAndRevealsNothing) {
+  auto parties = MakeParties(6);
+  Plan plan{.n = 6, .threshold = 4};
+  plan.no_masked = {0, 1, 2};  // 3 survivors < 4
+  Outcome o = RunProtocol(parties, plan, 1);
+  EXPECT_FALSE(o.result.has_value());
+  EXPECT_NE(o.status.message().find("below the threshold"), std::string::npos) << o.status.ToString();
+  // Enough masked inputs but too few answers to Unmask: Finish fails, no sum.
+  Plan late{.n = 6, .threshold = 4};
+  late.no_unmask = {0, 1, 2};
+  Outcome o2 = RunProtocol(parties, late, 2, 2);
+  EXPECT_FALSE(o2.result.has_value());
+  EXPECT_NE(o2.status.message().find("threshold"), std::string::npos) << o2.status.ToString();
+}
+
+// A malicious server: each case is refused by the client with a clear error.
+class SecAggClientRefuses : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    parties_ = MakeParties(5);
+    server_ = std::make_unique<Server>(7, 1, ServerOptions{.range = 1.0, .length = 4, .threshold = 3});
+    for (auto& p : parties_) ASSERT_TRUE(server_->AddAdvert(*p.client->Start(7, 1)).ok());
+    setup_ = *server_->CloseAdverts();
+    for (auto& p : parties_) ASSERT_TRUE(server_->AddShareKeys(*p.client->OnSetup(setup_)).ok());
+    deliveries_ = *server_->CloseShareKeys();
+  }
+  Client& client(uint32_t index) {
+    for (auto& p : parties_)
+      if (p.client->index() == index) return *p.client;
+    throw std::runtime_error("no such index");
+  }
+  std::vector<Party> parties_;
+  std::unique_ptr<Server> server_;
+  secagg::Setup setup_;
+  std::vector<SharesFor> deliveries_;
+  const std::vector<float> x_ = {0.1f, 0.2f, 0.3f, 0.4f};
+};
+
+TEST_F(SecAggClientRefuses, AForgedOrMisaddressedShare) {
+  SharesFor forged = deliveries_[0];
+  forged.shares[0].sealed[30] ^= 1;
+  auto r = client(0).OnShares(forged, x_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("fails authentication"), std::string::npos) << r.status().ToString();
+  SharesFor wrong = deliveries_[1];
+  wrong.shares[0].to = 3;
+  auto w = client(1).OnShares(wrong, x_);
+  ASSERT_FALSE(w.ok());
+  EXPECT_NE(w.status().message().find("addressed"), std::string::npos) << w.status().ToString();
+  EXPECT_FALSE(client(2).OnShares(deliveries_[3], x_).ok()) << "another client's delivery";
+}
+
+TEST_F(SecAggClientRefuses, OverlappingSurvivorAndDroppedSetsAndTooFewSurvivors) {
+  for (auto& d : deliveries_) ASSERT_TRUE(client(d.to).OnShares(d, x_).ok());
+  auto both = client(0).OnUnmask({{0, 1, 2, 3}, {3, 4}});
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("both as survivor and as dropped"), std::string::npos);
+  EXPECT_EQ(client(0).stage(), Client::Stage::kAborted);
+  auto few = client(1).OnUnmask({{0, 1}, {2, 3, 4}});
+  ASSERT_FALSE(few.ok());
+  EXPECT_NE(few.status().message().find("below the threshold"), std::string::npos);
+  auto unsorted = client(2).OnUnmask({{2, 1, 0}, {}});
+  EXPECT_FALSE(unsorted.ok());
+}
+
+TEST_F(SecAggClientRefuses, ReplayedStagesAndAReusedRound) {
+  auto again = client(0).OnSetup(setup_);
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.status().message().find("out of order"), std::string::npos);
+  ASSERT_TRUE(client(1).OnShares(deliveries_[1], x_).ok());
+  EXPECT_FALSE(client(1).OnShares(deliveries_[1], x_).ok()) << "the same stage twice";
+  auto reused = client(2).Start(7, 1);
+  ASSERT_FALSE(reused.ok());
+  EXPECT_NE(reused.status().message().find("reused"), std::string::npos);
+}
+
+TEST(SecAgg, ClientRefusesARosterThatAltersItsKeysOrForgesANeighbour) {
+  auto parties = MakeParties(4);
+  Server server(7, 1, ServerOptions{.range = 1.0, .length = 4});
+  for (auto& p : parties) ASSERT_TRUE(server.AddAdvert(*p.client->Start(7, 1)).ok());
+  secagg::Setup setup = *server.CloseAdverts();
+  secagg::Setup swapped = setup;
+  std::swap(swapped.roster[0].c_public, swapped.roster[1].c_public);
+  auto r = parties[0].client->OnSetup(swapped);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("altered"), std::string::npos) << r.status().ToString();
+  secagg::Setup forged = setup;
+  forged.roster[0].s_public[0] ^= 1;  // parties[1] sees neighbour 0 with keys it did not sign
+  auto f = parties[1].client->OnSetup(forged);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("not signed"), std::string::npos) << f.status().ToString();
+  // The server refuses an advert whose signature does not verify.
+  AdvertiseKeys bad = setup.roster[2];
+  bad.client_id = 999;
+  Server s2(7, 1, ServerOptions{.range = 1.0, .length = 4});
+  EXPECT_FALSE(s2.AddAdvert(bad).ok());
+}
+
+// One client's masked input, for an all-zero and for a structured plaintext: its bytes are
+// uniform (chi-square, 255 degrees of freedom, below the 0.1% critical value 330.5) and its
+// words do not correlate with the plaintext.
+TEST(SecAgg, MaskedInputsAreUniformAndUncorrelatedWithThePlaintext) {
+  auto parties = MakeParties(3);
+  Server server(7, 1, ServerOptions{.range = 1.0, .length = 65536, .dropout = 0.0});
+  for (auto& p : parties) ASSERT_TRUE(server.AddAdvert(*p.client->Start(7, 1)).ok());
+  secagg::Setup setup = *server.CloseAdverts();
+  for (auto& p : parties) ASSERT_TRUE(server.AddShareKeys(*p.client->OnSetup(setup)).ok());
+  auto deliveries = *server.CloseShareKeys();
+  for (const auto& d : deliveries) {
+    std::vector<float> x(65536);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = d.to == 0 ? 0.0f : static_cast<float>(std::sin(i * 0.01));
+    Client* c = nullptr;
+    for (auto& p : parties)
+      if (p.client->index() == d.to) c = p.client.get();
+    auto m = c->OnShares(d, x);
+    ASSERT_TRUE(m.ok());
+    std::array<double, 256> counts{};
+    const uint8_t* bytes = reinterpret_cast<const uint8_t*>(m->masked.data());
+    for (size_t i = 0; i < m->masked.size() * 4; ++i) ++counts[bytes[i]];
+    const double expect = m->masked.size() * 4 / 256.0;
+    double chi2 = 0;
+    for (double k : counts) chi2 += (k - expect) * (k - expect) / expect;
+    EXPECT_LT(chi2, 330.5) << "client " << d.to;
+    if (d.to != 0) {
+      double sx = 0, sy = 0, sxx = 0, syy = 0, sxy = 0;
+      const double n = x.size();
+      for (size_t i = 0; i < x.size(); ++i) {
+        const double a = x[i], b = m->masked[i];
+        sx += a; sy += b; sxx += a * a; syy += b * b; sxy += a * b;
+      }
+      const double r = (sxy - sx * sy / n) / std::sqrt((sxx - sx * sx / n) * (syy - sy * sy / n));
+      EXPECT_LT(std::fabs(r), 5 / std::sqrt(n)) << "correlation " << r;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace shoal::privacy::secagg
