@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
                               "Example:\n  shoal-aggregator --listen tcp://*:7070 --rounds 30 --min-clients 4 \\\n"
                               "    --model mlp --dataset digits --metrics-out run.jsonl --checkpoint-dir ckpt\n");
   all.add(general).add(transport).add(shoal::aggregator::RoundOptions(o, flags)).add(shoal::aggregator::TaskOptions(o, flags))
-      .add(shoal::aggregator::PrivacyOptions(o));
+      .add(shoal::aggregator::PrivacyOptions(o, flags));
 
   po::variables_map vm;
   if (auto exit_code = shoal::cli::ParseOptions(argc, argv, all, vm, kProgram)) return *exit_code;

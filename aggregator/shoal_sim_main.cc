@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
                               "Example:\n  shoal-sim --clients 10000 --fraction 0.1 --rounds 20 --dataset digits \\\n"
                               "    --lr 0.1 --momentum 0.9 --metrics-out sim.jsonl\n");
   all.add(general).add(simulation).add(shoal::aggregator::RoundOptions(o.server, flags)).add(shoal::aggregator::TaskOptions(o.server, flags))
-      .add(shoal::aggregator::PrivacyOptions(o.server));
+      .add(shoal::aggregator::PrivacyOptions(o.server, flags));
 
   po::variables_map vm;
   if (auto exit_code = shoal::cli::ParseOptions(argc, argv, all, vm, kProgram)) return *exit_code;

@@ -33,7 +33,7 @@ TEST(Privacy, CentralDpOverRealProcessesLearnsAndResumesTheAccountant) {
     auto clients = StartClients(port, 3, dir + "/a");
     ASSERT_EQ(agg.Wait(seconds(120)), 0) << agg.Stderr();
     ExpectAllExitZero(clients);
-    EXPECT_NE(agg.Stderr().find("differential privacy: clip 2"), std::string::npos) << agg.Stderr();
+    EXPECT_NE(agg.Stderr().find("differential privacy (central): clip 2"), std::string::npos) << agg.Stderr();
   }
   SetFlag(args, "--rounds", "5");
   args.push_back("--resume");
@@ -63,7 +63,10 @@ SimResult Sim(const std::string& name, std::vector<std::string> extra) {
   std::vector<std::string> args = {"--clients", "1000", "--rounds", "10", "--fraction", "0.1", "--dataset", "digits",
                                    "--lr", "0.1", "--local-epochs", "5", "--seed", "3", "--threads", "2",
                                    "--metrics-out", dir + "/m.jsonl", "--log-level", "warn"};
-  for (size_t i = 0; i + 1 < extra.size(); i += 2) SetFlag(args, extra[i], extra[i + 1]);
+  for (size_t i = 0; i + 1 < extra.size(); i += 2) {
+    if (extra[i + 1].empty()) args.push_back(extra[i]);  // a switch
+    else SetFlag(args, extra[i], extra[i + 1]);
+  }
   Process sim(BinDir() + "/shoal-sim", args, dir + "/sim", OneThreadEnv());
   SimResult r;
   r.exit_code = sim.Wait(seconds(120));
@@ -100,14 +103,115 @@ TEST(Privacy, SimPoissonSamplingEpsilonAndBudget) {
       << budget.err;
 }
 
+// Four client processes under SecAgg+: the same federation as without it learns as well (the
+// only difference is fixed-point rounding), every round unmasks, and a client SIGKILLed after
+// it shared its keys (mid local training) is recovered: its masks leave the sum through its
+// neighbours' shares, and the round still updates the model from the three survivors.
+TEST(Privacy, SecAggOverRealProcessesLearnsAndRecoversAKilledClient) {
+  const std::string dir = TempDir("secagg");
+  std::vector<double> accuracy;
+  for (bool secagg : {false, true}) {
+    const int port = FreePort();
+    auto args = AggregatorArgs(port, 3, 4, dir + (secagg ? "/secagg.jsonl" : "/plain.jsonl"));
+    if (secagg) args.push_back("--secagg");
+    Process agg("shoal-aggregator", args, dir + (secagg ? "/agg-secagg" : "/agg-plain"), OneThreadEnv());
+    auto clients = StartClients(port, 4, dir + (secagg ? "/secagg" : "/plain"));
+    ASSERT_EQ(agg.Wait(seconds(120)), 0) << agg.Stderr();
+    ExpectAllExitZero(clients);
+    auto lines = ReadJsonLines(dir + (secagg ? "/secagg.jsonl" : "/plain.jsonl"));
+    ASSERT_EQ(lines.size(), 3u);
+    for (const auto& l : lines) {
+      EXPECT_EQ(l["clients_reported"], 4) << l.dump();
+      if (secagg) {
+        EXPECT_TRUE(l["secagg"].get<bool>());
+        EXPECT_FALSE(l.contains("secagg_aborted")) << l.dump();
+        EXPECT_EQ(l["secagg_recovered"], 0);
+        EXPECT_EQ(l["secagg_neighbours"], 3) << "4 clients: the full graph";
+      }
+    }
+    accuracy.push_back(lines.back()["test_accuracy"].get<double>());
+  }
+  std::printf("digits, 4 clients, 3 rounds: accuracy %.4f plain, %.4f with SecAgg+\n", accuracy[0], accuracy[1]);
+  EXPECT_NEAR(accuracy[1], accuracy[0], 0.02);
+
+  // The kill: long local work so that client 0 dies after its shares went out.
+  const int port = FreePort();
+  auto args = AggregatorArgs(port, 3, 4, dir + "/kill.jsonl");
+  args.push_back("--secagg");
+  SetFlag(args, "--local-epochs", "400");
+  Process agg("shoal-aggregator", args, dir + "/agg-kill", OneThreadEnv());
+  auto clients = StartClients(port, 4, dir + "/kill");
+  ASSERT_TRUE(WaitFor([&] { return clients[0]->Stderr().find("round 2: secure aggregation among 4 clients: shares sent") !=
+                                   std::string::npos; },
+                      seconds(90)))
+      << clients[0]->Stderr() << agg.Stderr();
+  clients[0]->Signal(SIGKILL);
+  EXPECT_EQ(clients[0]->Wait(seconds(5)), 128 + SIGKILL);
+  ASSERT_TRUE(WaitFor([&] { return ReadJsonLines(dir + "/kill.jsonl").size() >= 2; }, seconds(90))) << agg.Stderr();
+  auto lines = ReadJsonLines(dir + "/kill.jsonl");
+  EXPECT_EQ(lines[1]["clients_reported"], 3) << lines[1].dump();
+  EXPECT_EQ(lines[1]["secagg_recovered"], 1) << lines[1].dump();
+  EXPECT_TRUE(lines[1]["model_updated"].get<bool>()) << lines[1].dump();
+  EXPECT_NE(lines[1]["model_hash"], lines[0]["model_hash"]);
+  agg.Signal(SIGTERM);
+  EXPECT_EQ(agg.Wait(seconds(30)), 0) << agg.Stderr();
+}
+
+// shoal-sim, 100 clients: SecAgg+ on a sparse graph with plain, int8 and random-k updates and
+// with distributed DP; every round unmasks, accuracy follows the plain run, random-k at 10%
+// sends a tenth of the masked bytes, and DP's epsilon is the accountant's.
+TEST(Privacy, SimSecAggWithCompressionAndDistributedDp) {
+  const std::vector<std::string> base = {"--clients", "100", "--fraction", "1", "--rounds", "4"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> all = base;
+    all.insert(all.end(), extra.begin(), extra.end());
+    return all;
+  };
+  SimResult plain = Sim("sa-plain", with({}));
+  SimResult dense = Sim("sa-dense", with({"--secagg", ""}));
+  SimResult int8 = Sim("sa-int8", with({"--secagg", "", "--codec", "int8"}));
+  SimResult randk = Sim("sa-randk", with({"--secagg", "", "--codec", "randk:ratio=0.1"}));
+  SimResult dp = Sim("sa-dp", with({"--secagg", "", "--dp-clip", "2", "--dp-noise-multiplier", "0.5"}));
+  for (auto* r : {&plain, &dense, &int8, &randk, &dp}) {
+    ASSERT_EQ(r->exit_code, 0) << r->err;
+    ASSERT_EQ(r->rounds.size(), 4u);
+  }
+  uint64_t up_dense = 0, up_randk = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    for (auto* r : {&dense, &int8, &randk, &dp}) {
+      EXPECT_FALSE(r->rounds[i].contains("secagg_aborted")) << r->rounds[i].dump();
+      EXPECT_EQ(r->rounds[i]["clients_reported"], 100);
+      EXPECT_EQ(r->rounds[i]["secagg_neighbours"], 40) << "n = 100: k = 2 ceil(3 log2 100)";
+    }
+    up_dense += dense.rounds[i]["bytes_up"].get<uint64_t>();
+    up_randk += randk.rounds[i]["bytes_up"].get<uint64_t>();
+    EXPECT_NEAR(dp.rounds[i]["epsilon"].get<double>(), EpsilonAfter(1.0, 0.5, i + 1), 1e-9);
+  }
+  const double acc = plain.rounds.back()["test_accuracy"];
+  std::printf("digits, 100 simulated clients, 4 rounds: accuracy plain %.4f, SecAgg+ %.4f, int8 %.4f, random-k %.4f, "
+              "distributed DP %.4f (epsilon %.2f)\n",
+              acc, dense.rounds.back()["test_accuracy"].get<double>(), int8.rounds.back()["test_accuracy"].get<double>(),
+              randk.rounds.back()["test_accuracy"].get<double>(), dp.rounds.back()["test_accuracy"].get<double>(),
+              dp.rounds.back()["epsilon"].get<double>());
+  EXPECT_NEAR(dense.rounds.back()["test_accuracy"].get<double>(), acc, 0.02);
+  EXPECT_NEAR(int8.rounds.back()["test_accuracy"].get<double>(), acc, 0.05);
+  EXPECT_GT(dp.rounds.back()["test_accuracy"].get<double>(), 0.3);
+  EXPECT_LT(up_randk, up_dense) << "random-k masks a tenth of the coordinates";
+}
+
 TEST(Privacy, BadPrivacyFlagsAreRefusedAtStart) {
   for (auto flags : std::vector<std::vector<std::string>>{{"--dp-noise-multiplier", "1"},
                                                            {"--dp-clip", "1"},
+                                                           {"--secagg", "", "--codec", "ef|topk:ratio=0.1"},
+                                                           {"--secagg", "", "--dp-clip", "1", "--dp-noise-multiplier", "1", "--dp-mode", "central"},
+                                                           {"--dp-clip", "1", "--dp-noise-multiplier", "1", "--dp-mode", "distributed"},
+                                                           {"--secagg", "", "--secagg-range", "0"},
                                                            {"--dp-clip", "1", "--dp-target-epsilon", "1", "--rounds", "0"},
                                                            {"--dp-clip", "1", "--dp-noise-multiplier", "1", "--dp-delta", "2"}}) {
     SimResult r = Sim("dp-bad", flags);
     EXPECT_EQ(r.exit_code, 2) << r.err;
-    EXPECT_TRUE(r.err.find("--dp-") != std::string::npos || r.err.find("--rounds") != std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("error: "), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("--", r.err.find("error: ")), std::string::npos) << "the message names the flag: " << r.err;
   }
 }
 

@@ -366,6 +366,35 @@ StatusOr<std::unique_ptr<Codec>> Codec::Create(const std::string& spec, const st
 const std::string& Codec::spec() const { return impl_->spec; }
 bool Codec::is_dense() const { return impl_->dense(); }
 bool Codec::has_error_feedback() const { return impl_->ef != nullptr; }
+
+std::string Codec::SecureSumRefusal() const {
+  const Impl& m = *impl_;
+  if (m.ef || m.transform || m.packer || (m.selector && !m.selector->implicit_indices()) ||
+      (m.quantizer && m.quantizer->id() != StageId::kInt8))
+    return "secure aggregation composes with --codec none, int8, randk:ratio=R and randk:ratio=R|int8, not '" +
+           m.spec + "'";
+  return {};
+}
+
+bool Codec::quantizes_int8() const { return impl_->quantizer && impl_->quantizer->id() == StageId::kInt8; }
+
+std::vector<uint32_t> Codec::SharedCoordinates(const RoundContext& ctx) const {
+  const Impl& m = *impl_;
+  std::vector<uint32_t> out, idx;
+  for (size_t ti = 0; ti < m.tensors.size(); ++ti) {
+    const Impl::Tensor& t = m.tensors[ti];
+    if (t.size == 0) continue;
+    if (!m.selector) {
+      for (size_t i = 0; i < t.size; ++i) out.push_back(static_cast<uint32_t>(t.offset + i));
+      continue;
+    }
+    const std::vector<float> zeros(t.size, 0.0f);  // a shared-seed selector reads only the size
+    idx.clear();
+    m.selector->Select(zeros, t.chunk, ctx, ti, &idx);
+    for (uint32_t i : idx) out.push_back(static_cast<uint32_t>(t.offset + i));
+  }
+  return out;
+}
 std::span<const float> Codec::residual() const { return impl_->ef ? impl_->ef->residual() : std::span<const float>(); }
 
 StatusOr<std::vector<uint8_t>> Codec::Encode(std::span<const float> update, const RoundContext& ctx) {

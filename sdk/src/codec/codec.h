@@ -130,6 +130,14 @@ class Codec {
   const std::string& spec() const;
   bool is_dense() const;            // the empty pipeline: payload = raw little-endian fp32
   bool has_error_feedback() const;  // "ef" alone is dense: decoding is exact, the residual stays 0
+  // Secure aggregation sums integers, so it takes over quantization and can keep only what
+  // every client selects alike: it composes with the empty pipeline, a shared-seed selector
+  // (randk), int8, and randk|int8. Empty when this codec is one of those, else why not.
+  std::string SecureSumRefusal() const;
+  bool quantizes_int8() const;
+  // The coordinates (layout order, ascending) a shared-seed selector keeps in the round of
+  // `ctx`: every coordinate without a selector.
+  std::vector<uint32_t> SharedCoordinates(const RoundContext& ctx) const;
   // The error-feedback residual the next Encode adds (layout-sized; empty without ef).
   std::span<const float> residual() const;
 

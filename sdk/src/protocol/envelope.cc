@@ -214,8 +214,13 @@ flatbuffers::Offset<wire::TaskConfig> BuildTask(FlatBufferBuilder& fbb, const Ta
 Frame EncodeWelcome(const Header& h, const WelcomeInfo& w) {
   FlatBufferBuilder fbb(1024);
   auto task = BuildTask(fbb, w.task);
+  flatbuffers::Offset<wire::PrivacyConfig> privacy;
+  const PrivacyConfig& p = w.privacy;
+  if (p.secagg || p.dp_clip > 0)
+    privacy = wire::CreatePrivacyConfig(fbb, p.secagg, p.secagg_range, static_cast<uint8_t>(p.secagg_bits), p.dp_clip,
+                                        p.dp_noise_multiplier);
   auto msg = wire::CreateWelcome(fbb, w.client_id, task, w.heartbeat_interval_ms, w.heartbeat_timeout_ms,
-                                 w.chunk_bytes, w.max_frame_bytes);
+                                 w.chunk_bytes, w.max_frame_bytes, privacy);
   return Finish(fbb, h, wire::Message::Welcome, msg.Union());
 }
 
@@ -372,6 +377,15 @@ StatusOr<WelcomeInfo> DecodeWelcome(const wire::Welcome* w) {
   if (out.heartbeat_interval_ms == 0 || out.heartbeat_timeout_ms <= out.heartbeat_interval_ms)
     return Status::Protocol("Welcome has inconsistent heartbeat settings");
   if (out.chunk_bytes == 0) return Status::Protocol("Welcome has chunk size 0");
+  if (const wire::PrivacyConfig* p = w->privacy()) {
+    PrivacyConfig& q = out.privacy;
+    q = {p->secagg(), p->secagg_range(), p->secagg_bits(), p->dp_clip(), p->dp_noise_multiplier()};
+    if (q.secagg && (!(q.secagg_range > 0) || !Finite(q.secagg_range) || (q.secagg_bits != 16 && q.secagg_bits != 32)))
+      return Status::Protocol("Welcome's secure aggregation needs a positive range and 16 or 32 bits");
+    if (!(q.dp_clip >= 0) || !Finite(q.dp_clip) || !(q.dp_noise_multiplier >= 0) || !Finite(q.dp_noise_multiplier) ||
+        (q.dp_clip > 0 && !q.secagg))
+      return Status::Protocol("Welcome's distributed DP settings are out of range (or come without secure aggregation)");
+  }
   return out;
 }
 

@@ -19,7 +19,7 @@
 namespace shoal::protocol {
 
 // Bumped only for changes old peers cannot read (see schemas/shoal.fbs).
-inline constexpr uint32_t kProtocolVersion = 2;  // 2: RingSegment (ring all-reduce swarms)
+inline constexpr uint32_t kProtocolVersion = 3;  // 2: RingSegment (ring all-reduce swarms); 3: SecAgg*, PrivacyConfig
 
 using Frame = std::vector<uint8_t>;
 
@@ -99,6 +99,16 @@ std::span<const uint8_t> AsBytes(std::span<const float> v);
 StatusOr<std::vector<float>> DecodeDenseF32(std::span<const uint8_t> bytes, size_t expected_count);
 
 // Messages ------------------------------------------------------------------------------------
+// What the aggregator asks of each update besides the task (Welcome.privacy).
+struct PrivacyConfig {
+  bool secagg = false;             // secure aggregation instead of Update
+  double secagg_range = 0.0;       // fixed-point clipping range R
+  uint32_t secagg_bits = 32;       // 32, or 16 (int8 levels)
+  double dp_clip = 0.0;            // distributed DP: L2 clip of the update (0 = off)
+  double dp_noise_multiplier = 0.0;
+  bool operator==(const PrivacyConfig&) const = default;
+};
+
 struct WelcomeInfo {
   uint32_t client_id = 0;
   TaskConfig task;
@@ -106,6 +116,7 @@ struct WelcomeInfo {
   uint32_t heartbeat_timeout_ms = 10000;
   uint32_t chunk_bytes = static_cast<uint32_t>(kDefaultChunkBytes);
   uint32_t max_frame_bytes = static_cast<uint32_t>(MaxFrameBytes(kDefaultChunkBytes));
+  PrivacyConfig privacy;
 };
 
 Frame EncodeHello(const Header& h, const std::string& client_name, uint64_t num_examples, const std::string& trainer,

@@ -76,6 +76,15 @@ StatusOr<Body> DecodeBody(const wire::Envelope* env) {
     case MessageKind::State: return AsBody(DecodeState(env->message_as_State()));
     case MessageKind::UpdateFetch: return AsBody(DecodeUpdateFetch(env->message_as_UpdateFetch()));
     case MessageKind::RingSegment: return AsBody(DecodeRingSegment(env->message_as_RingSegment()));
+    case MessageKind::SecAggKeys: return AsBody(DecodeSecAggKeys(env->message_as_SecAggKeys()));
+    case MessageKind::SecAggSetup:
+      return AsBody(DecodeSecAggSetup(env->message_as_SecAggSetup(), env->session(), env->round()));
+    case MessageKind::SecAggShareKeys: return AsBody(DecodeSecAggShareKeys(env->message_as_SecAggShareKeys()));
+    case MessageKind::SecAggShares: return AsBody(DecodeSecAggShares(env->message_as_SecAggShares()));
+    case MessageKind::SecAggMasked: return AsBody(DecodeSecAggMasked(env->message_as_SecAggMasked()));
+    case MessageKind::SecAggUnmask: return AsBody(DecodeSecAggUnmask(env->message_as_SecAggUnmask()));
+    case MessageKind::SecAggUnmaskShares:
+      return AsBody(DecodeSecAggUnmaskShares(env->message_as_SecAggUnmaskShares()));
     default:  // VerifyFrame lets no other kind through
       return Status::Protocol(std::string("no decoder for message kind ") + MessageName(env->message_type()));
   }

@@ -15,6 +15,7 @@
 
 #include "protocol/envelope.h"
 #include "protocol/peer.h"
+#include "protocol/secagg.h"
 
 namespace shoal::protocol {
 
@@ -65,8 +66,12 @@ struct Bye {
 
 // One alternative per message kind; the peer messages' (Join, SwarmInfo for Members,
 // PeerUpdate, Commit, StateRequest, State, UpdateFetch, RingSegment) are in protocol/peer.h.
+// Secure aggregation's (protocol/secagg.h) are the state machines' own types.
 using Body = std::variant<Hello, WelcomeInfo, RoundTask, UpdateChunk, Resync, Ack, ErrorReply, Heartbeat, Bye,
-                          Join, SwarmInfo, PeerUpdate, Commit, StateRequest, State, UpdateFetch, RingSegment>;
+                          Join, SwarmInfo, PeerUpdate, Commit, StateRequest, State, UpdateFetch, RingSegment,
+                          privacy::secagg::AdvertiseKeys, privacy::secagg::Setup, privacy::secagg::ShareKeys,
+                          privacy::secagg::SharesFor, SecAggMaskedChunk, privacy::secagg::UnmaskRequest,
+                          privacy::secagg::UnmaskShares>;
 
 struct Message {
   Header header;

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "aggregate/wrappers/dp.h"
+#include "aggregate/wrappers/secagg.h"
 #include "privacy/dp/rdp.h"
 #include "round_helper.h"
 
@@ -135,6 +136,46 @@ TEST(DpWrapper, WrapsDemoAndKeepsItsName) {
   ASSERT_TRUE(agg.ok() && agg->has_value());
   EXPECT_FLOAT_EQ((**agg)[0], 0.5f);
   EXPECT_FLOAT_EQ((**agg)[1], -0.5f);
+}
+
+// Distributed mode: the one secure aggregate passes unchanged (the clients clipped and noised),
+// and the accountant charges the noise that survived: z sqrt(survivors / selected).
+TEST(DpWrapper, DistributedModeAccountsTheSurvivingNoise) {
+  auto s = Wrapped({.clip = 1.0, .noise_multiplier = 2.0, .distributed = true}, 0.5);
+  const std::vector<ClientFailure> dropped = {{"x", 9, "deadline"}};
+  auto acc = s->StartRound(1, std::vector<float>(2));
+  ASSERT_TRUE(acc->Add({"secure-aggregate", 0, 3, std::vector<float>{5.0f, -7.0f}}).ok());
+  EXPECT_FALSE(acc->Add({"again", 0, 3, std::vector<float>{1.0f, 1.0f}}).ok()) << "one aggregate per round";
+  auto agg = acc->Finish(dropped);
+  ASSERT_TRUE(agg.ok() && agg->has_value());
+  EXPECT_EQ((**agg)[0], 5.0f) << "no clipping or noise at the aggregator";
+  EXPECT_EQ((**agg)[1], -7.0f);
+  privacy::RdpAccountant ref;
+  ASSERT_TRUE(ref.Compose(0.5, 2.0 * std::sqrt(3.0 / 4.0)).ok());
+  EXPECT_DOUBLE_EQ(Metric(*s, "epsilon"), ref.Spent(1e-5)->epsilon);
+  auto inner = MakeStrategy({});
+  EXPECT_FALSE(WrapWithDp(std::move(*inner), {.clip = 1.0, .noise_multiplier = 1.0, .clip_quantile = 0.5, .distributed = true}, 1.0, 0).ok())
+      << "adaptive clipping needs the central mode";
+}
+
+// Secure aggregation and DP refuse a strategy that needs each client's update.
+TEST(DpWrapper, StrategiesNeedingIndividualUpdatesAreRefused) {
+  class Median final : public Strategy {
+   public:
+    std::string name() const override { return "median"; }
+    RoundConfig Configure(uint64_t round) const override { return {round, 0.1f, 1, 0, 0.0f}; }
+    std::unique_ptr<Accumulator> StartRound(uint64_t, std::span<const float>) override { return nullptr; }
+    bool needs_individual_updates() const override { return true; }
+  };
+  Median median;
+  Status st = CheckSecAggStrategy(median);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("--strategy median needs every client's update"), std::string::npos) << st.message();
+  auto dp = WrapWithDp(std::make_unique<Median>(), {.clip = 1.0, .noise_multiplier = 1.0}, 1.0, 0);
+  ASSERT_FALSE(dp.ok());
+  EXPECT_NE(dp.status().message().find("median"), std::string::npos);
+  auto fedavg = MakeStrategy({});
+  EXPECT_TRUE(CheckSecAggStrategy(**fedavg).ok());
 }
 
 }  // namespace

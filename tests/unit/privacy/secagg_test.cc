@@ -204,12 +204,12 @@ Outcome RunProtocol(std::vector<Party>& parties, const Plan& plan, uint64_t seed
     const uint32_t i = party_of.at(setup->roster[d.to].client_id);
     std::vector<float> x(plan.length);
     for (float& v : x) v = static_cast<float>(rng.UniformDouble() * 2.4 - 1.2);  // some beyond the range
-    auto masked = parties[i].client->OnShares(d, x);
+    std::vector<uint32_t> enc(plan.length);
+    const uint64_t clipped = EncodeFixed(fp, x, enc);
+    auto masked = parties[i].client->OnShares(d, enc, clipped);
     if (!masked.ok()) return Failed(masked.status());
     if (plan.no_masked.count(i)) continue;
     EXPECT_TRUE(server.AddMasked(*masked).ok());
-    std::vector<uint32_t> enc(plan.length);
-    EncodeFixed(fp, x, enc);
     for (uint32_t c = 0; c < plan.length; ++c) out.expected[c] += enc[c];
   }
   auto request = server.CloseMasked();
@@ -297,25 +297,25 @@ class SecAggClientRefuses : public ::testing::Test {
   std::unique_ptr<Server> server_;
   secagg::Setup setup_;
   std::vector<SharesFor> deliveries_;
-  const std::vector<float> x_ = {0.1f, 0.2f, 0.3f, 0.4f};
+  static std::vector<uint32_t> Words() { return {1, 2, 3, 4}; }
 };
 
 TEST_F(SecAggClientRefuses, AForgedOrMisaddressedShare) {
   SharesFor forged = deliveries_[0];
   forged.shares[0].sealed[30] ^= 1;
-  auto r = client(0).OnShares(forged, x_);
+  auto r = client(0).OnShares(forged, Words(), 0);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("fails authentication"), std::string::npos) << r.status().ToString();
   SharesFor wrong = deliveries_[1];
   wrong.shares[0].to = 3;
-  auto w = client(1).OnShares(wrong, x_);
+  auto w = client(1).OnShares(wrong, Words(), 0);
   ASSERT_FALSE(w.ok());
   EXPECT_NE(w.status().message().find("addressed"), std::string::npos) << w.status().ToString();
-  EXPECT_FALSE(client(2).OnShares(deliveries_[3], x_).ok()) << "another client's delivery";
+  EXPECT_FALSE(client(2).OnShares(deliveries_[3], Words(), 0).ok()) << "another client's delivery";
 }
 
 TEST_F(SecAggClientRefuses, OverlappingSurvivorAndDroppedSetsAndTooFewSurvivors) {
-  for (auto& d : deliveries_) ASSERT_TRUE(client(d.to).OnShares(d, x_).ok());
+  for (auto& d : deliveries_) ASSERT_TRUE(client(d.to).OnShares(d, Words(), 0).ok());
   auto both = client(0).OnUnmask({{0, 1, 2, 3}, {3, 4}});
   ASSERT_FALSE(both.ok());
   EXPECT_NE(both.status().message().find("both as survivor and as dropped"), std::string::npos);
@@ -331,8 +331,8 @@ TEST_F(SecAggClientRefuses, ReplayedStagesAndAReusedRound) {
   auto again = client(0).OnSetup(setup_);
   ASSERT_FALSE(again.ok());
   EXPECT_NE(again.status().message().find("out of order"), std::string::npos);
-  ASSERT_TRUE(client(1).OnShares(deliveries_[1], x_).ok());
-  EXPECT_FALSE(client(1).OnShares(deliveries_[1], x_).ok()) << "the same stage twice";
+  ASSERT_TRUE(client(1).OnShares(deliveries_[1], Words(), 0).ok());
+  EXPECT_FALSE(client(1).OnShares(deliveries_[1], Words(), 0).ok()) << "the same stage twice";
   auto reused = client(2).Start(7, 1);
   ASSERT_FALSE(reused.ok());
   EXPECT_NE(reused.status().message().find("reused"), std::string::npos);
@@ -376,7 +376,9 @@ TEST(SecAgg, MaskedInputsAreUniformAndUncorrelatedWithThePlaintext) {
     Client* c = nullptr;
     for (auto& p : parties)
       if (p.client->index() == d.to) c = p.client.get();
-    auto m = c->OnShares(d, x);
+    std::vector<uint32_t> enc(x.size());
+    EncodeFixed(FixedPoint(1.0, 3), x, enc);
+    auto m = c->OnShares(d, enc, 0);
     ASSERT_TRUE(m.ok());
     std::array<double, 256> counts{};
     const uint8_t* bytes = reinterpret_cast<const uint8_t*>(m->masked.data());

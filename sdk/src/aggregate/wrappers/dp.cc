@@ -30,6 +30,12 @@ class DpAccumulator final : public Accumulator {
       : state_(state), inner_(std::move(inner)), sum_(n), clip_(state->clip) {}
 
   Status Add(const ClientUpdate& u) override {
+    if (state_->options.distributed) {  // the secure aggregate, already clipped and noised by the clients
+      if (aggregate_weight_) return Status::InvalidArgument("distributed DP takes one secure aggregate per round");
+      SHOAL_RETURN_IF_ERROR(inner_->Add(u));
+      aggregate_weight_ = u.num_examples;
+      return Status::Ok();
+    }
     if (u.delta.size() != sum_.size())
       return Status::InvalidArgument("update has " + std::to_string(u.delta.size()) + " values; the model has " +
                                      std::to_string(sum_.size()));
@@ -44,10 +50,17 @@ class DpAccumulator final : public Accumulator {
     if (norm <= clip_) ++unclipped_;
     return Status::Ok();
   }
-  uint64_t count() const override { return sum_.count(); }
+  uint64_t count() const override { return state_->options.distributed ? aggregate_weight_ : sum_.count(); }
 
   StatusOr<std::optional<std::vector<float>>> Finish(std::span<const ClientFailure> failures) override {
     DpState& s = *state_;
+    if (s.options.distributed) {
+      if (!aggregate_weight_) return inner_->Finish(failures);  // nothing released
+      const double survivors = static_cast<double>(aggregate_weight_);
+      const double z = s.z * std::sqrt(survivors / (survivors + static_cast<double>(failures.size())));
+      SHOAL_RETURN_IF_ERROR(Charge(z, s.z * clip_ / survivors));
+      return inner_->Finish(failures);
+    }
     const double z = s.z;
     const double m = static_cast<double>(std::max<uint64_t>(count(), 1));
     const double selected = static_cast<double>(count() + failures.size());
@@ -64,13 +77,7 @@ class DpAccumulator final : public Accumulator {
     std::vector<float> mean(noised.size());
     for (size_t i = 0; i < mean.size(); ++i) mean[i] = static_cast<float>(noised[i] / m);
 
-    SHOAL_RETURN_IF_ERROR(s.accountant.Compose(s.q, z));
-    SHOAL_ASSIGN_OR_RETURN(privacy::Epsilon spent, s.accountant.Spent(s.options.delta));
-    s.last = {{"epsilon", spent.epsilon},
-              {"dp_delta", s.options.delta},
-              {"dp_clip", clip_},
-              {"dp_noise_multiplier", z},
-              {"dp_noise_stddev", z_delta * clip_ / m}};
+    SHOAL_RETURN_IF_ERROR(Charge(z, z_delta * clip_ / m));
     if (adaptive) {
       s.clip = clip_ * std::exp(-s.options.clip_learning_rate * (noised_fraction - s.options.clip_quantile));
       s.last.push_back({"dp_unclipped_fraction_noised", noised_fraction});
@@ -80,11 +87,25 @@ class DpAccumulator final : public Accumulator {
   }
 
  private:
+  // One released round at noise multiplier z: the accountant, and the round's metrics.
+  Status Charge(double z, double stddev_on_mean) {
+    DpState& s = *state_;
+    SHOAL_RETURN_IF_ERROR(s.accountant.Compose(s.q, z));
+    SHOAL_ASSIGN_OR_RETURN(privacy::Epsilon spent, s.accountant.Spent(s.options.delta));
+    s.last = {{"epsilon", spent.epsilon},
+              {"dp_delta", s.options.delta},
+              {"dp_clip", clip_},
+              {"dp_noise_multiplier", z},
+              {"dp_noise_stddev", stddev_on_mean}};
+    return Status::Ok();
+  }
+
   DpState* state_;
   std::unique_ptr<Accumulator> inner_;
   ExactSum sum_;
   double clip_;
   uint64_t unclipped_ = 0;
+  uint64_t aggregate_weight_ = 0;  // distributed: the secure aggregate's survivors
 };
 
 class DpStrategy final : public Strategy {
@@ -144,6 +165,20 @@ class DpStrategy final : public Strategy {
 
 }  // namespace
 
+StatusOr<double> DpNoiseMultiplier(const DpOptions& o, double sampling_rate, uint64_t rounds) {
+  const bool has_z = o.noise_multiplier > 0.0, has_target = o.target_epsilon > 0.0;
+  if (has_z == has_target)
+    return Status::InvalidArgument("with --dp-clip, give exactly one of --dp-noise-multiplier and --dp-target-epsilon");
+  if (has_z) {
+    if (!std::isfinite(o.noise_multiplier)) return Status::InvalidArgument("--dp-noise-multiplier must be a positive number");
+    return o.noise_multiplier;
+  }
+  if (rounds == 0) return Status::InvalidArgument("--dp-target-epsilon needs --rounds (the number of rounds to spend it over)");
+  auto z = privacy::NoiseMultiplierFor(o.target_epsilon, o.delta, sampling_rate, rounds);
+  if (!z.ok()) return z.status().WithContext("--dp-target-epsilon");
+  return *z;
+}
+
 StatusOr<std::unique_ptr<Strategy>> WrapWithDp(std::unique_ptr<Strategy> inner, const DpOptions& o,
                                                double sampling_rate, uint64_t rounds) {
   if (!(o.clip > 0.0) || !std::isfinite(o.clip)) return Status::InvalidArgument("--dp-clip must be a positive number");
@@ -157,27 +192,19 @@ StatusOr<std::unique_ptr<Strategy>> WrapWithDp(std::unique_ptr<Strategy> inner, 
   if (!(o.clip_learning_rate > 0.0) || !std::isfinite(o.clip_learning_rate))
     return Status::InvalidArgument("--dp-clip-lr must be a positive number");
   if (!(o.epsilon_budget >= 0.0)) return Status::InvalidArgument("--dp-epsilon-budget must be >= 0");
-  const bool has_z = o.noise_multiplier > 0.0, has_target = o.target_epsilon > 0.0;
-  if (has_z == has_target)
-    return Status::InvalidArgument("with --dp-clip, give exactly one of --dp-noise-multiplier and --dp-target-epsilon");
-  if (!std::isfinite(o.noise_multiplier) || o.noise_multiplier < 0.0)
-    return Status::InvalidArgument("--dp-noise-multiplier must be a positive number");
+  if (o.distributed && o.clip_quantile > 0.0)
+    return Status::InvalidArgument("adaptive clipping (--dp-clip-quantile) needs --dp-mode central");
   DpState state;
   state.options = o;
   state.q = sampling_rate;
-  state.z = o.noise_multiplier;
   state.clip = o.clip;
   state.last = {{"epsilon", 0.0}};
-  if (has_target) {
-    if (rounds == 0) return Status::InvalidArgument("--dp-target-epsilon needs --rounds (the number of rounds to spend it over)");
-    auto z = privacy::NoiseMultiplierFor(o.target_epsilon, o.delta, sampling_rate, rounds);
-    if (!z.ok()) return z.status().WithContext("--dp-target-epsilon");
-    state.z = *z;
-  }
+  SHOAL_ASSIGN_OR_RETURN(state.z, DpNoiseMultiplier(o, sampling_rate, rounds));
   auto after = privacy::RdpAccountant().SpentAfter(sampling_rate, state.z, rounds ? rounds : 1, o.delta);
-  spdlog::info("differential privacy: clip {}{}, noise multiplier {:.4g}, Poisson sampling at {}, delta {}: "
+  spdlog::info("differential privacy ({}): clip {}{}, noise multiplier {:.4g}, Poisson sampling at {}, delta {}: "
                "epsilon {:.4g} after {} round{}{}",
-               o.clip, o.clip_quantile > 0 ? " (adaptive)" : "", state.z, sampling_rate, o.delta,
+               o.distributed ? "distributed, under secure aggregation" : "central", o.clip,
+               o.clip_quantile > 0 ? " (adaptive)" : "", state.z, sampling_rate, o.delta,
                after.ok() ? after->epsilon : -1.0, rounds ? rounds : 1, rounds == 1 ? "" : "s",
                o.epsilon_budget > 0 ? fmt::format(", budget {}", o.epsilon_budget) : std::string());
   return std::unique_ptr<Strategy>(new DpStrategy(std::move(inner), std::move(state)));

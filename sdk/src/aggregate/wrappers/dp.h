@@ -23,6 +23,13 @@
 // RoundMetrics after every round, and StopBefore refuses a round after which epsilon would
 // exceed --dp-epsilon-budget. The clip norm and the accountant's state are checkpointed.
 //
+// Distributed mode (--dp-mode distributed, with --secagg): clipping and noise happen on the
+// clients, each adding a discrete Gaussian of variance (z C)^2 / n in fixed-point units for a
+// roster of n, so the unmasked sum carries N_Z(0, (z C)^2) when all n survive. The wrapper
+// passes the secure aggregate on and charges the accountant z sqrt(survivors / selected),
+// the noise actually present when clients dropped (the sum of discrete Gaussians is treated as
+// a Gaussian: Kairouz et al. ICML'21 bound the difference, negligible at these scales).
+//
 // Refuses at creation: C <= 0, neither or both of z and a target epsilon, a target without
 // --rounds, delta outside (0, 1), a quantile outside [0, 1), and a strategy that needs
 // individual updates.
@@ -42,8 +49,15 @@ struct DpOptions {
   double epsilon_budget = 0.0;      // --dp-epsilon-budget: no round may take epsilon past it; 0 = no limit
   double clip_quantile = 0.0;       // --dp-clip-quantile gamma in (0, 1): adaptive clipping; 0 = fixed C
   double clip_learning_rate = 0.2;  // --dp-clip-lr: adaptive clipping's geometric step
+  // --dp-mode distributed (with secure aggregation): each client clips its own update and adds
+  // its share of discrete Gaussian noise (runtime/secure_sum.h); the wrapper only accounts.
+  bool distributed = false;
   bool enabled() const { return clip > 0.0; }
 };
+
+// The noise multiplier the options ask for: --dp-noise-multiplier, or the smallest that
+// spends --dp-target-epsilon over `rounds` rounds at `sampling_rate`.
+StatusOr<double> DpNoiseMultiplier(const DpOptions& options, double sampling_rate, uint64_t rounds);
 
 // `sampling_rate` is --fraction; `rounds` is --rounds (0 = unbounded), needed for a target epsilon.
 StatusOr<std::unique_ptr<Strategy>> WrapWithDp(std::unique_ptr<Strategy> inner, const DpOptions& options,

@@ -1,13 +1,28 @@
 #include "privacy/secagg/masking.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 namespace shoal::privacy::secagg {
 
-FixedPoint::FixedPoint(double r, uint32_t m)
-    : range(r), scale((2147483647.0 - static_cast<double>(m)) / (static_cast<double>(m) * r)) {}
+FixedPoint::FixedPoint(double r, uint32_t m, uint32_t b, double headroom)
+    : range(r),
+      scale(b == 16 ? 127.0 / r : (2147483647.0 - static_cast<double>(m)) / (static_cast<double>(m) * r + headroom)),
+      bits(b) {}
+
+bool FixedPoint::Fits(uint32_t m, double headroom) const {
+  const double limit = bits == 16 ? 32767.0 : 2147483647.0;
+  return static_cast<double>(m) * (range * scale + 0.5) + headroom * scale < limit;
+}
+
+FixedPoint RoundEncoding(double range, uint32_t m, uint32_t bits, double dp_clip, double z) {
+  const double noise = dp_clip * z;
+  FixedPoint fp(range, m, bits, 8 * noise);
+  if (bits == 32 && noise > 0) fp.scale = std::min(fp.scale, 16777216.0 / noise);
+  return fp;
+}
 
 uint64_t EncodeFixed(const FixedPoint& fp, std::span<const float> x, std::span<uint32_t> out) {
   uint64_t clipped = 0;
@@ -23,7 +38,10 @@ uint64_t EncodeFixed(const FixedPoint& fp, std::span<const float> x, std::span<u
 }
 
 void DecodeFixedSum(const FixedPoint& fp, std::span<const uint32_t> sum, std::span<double> out) {
-  for (size_t i = 0; i < sum.size(); ++i) out[i] = static_cast<double>(static_cast<int32_t>(sum[i])) / fp.scale;
+  for (size_t i = 0; i < sum.size(); ++i) {
+    const int32_t v = fp.bits == 16 ? static_cast<int16_t>(sum[i] & 0xffff) : static_cast<int32_t>(sum[i]);
+    out[i] = static_cast<double>(v) / fp.scale;
+  }
 }
 
 void ApplyMask(const crypto::Key32& key, bool subtract, std::span<uint32_t> v) {

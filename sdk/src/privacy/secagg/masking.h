@@ -24,12 +24,23 @@ namespace shoal::privacy::secagg {
 struct FixedPoint {
   double range = 0.0;  // R
   double scale = 0.0;  // s
-  FixedPoint(double range, uint32_t max_summands);
+  uint32_t bits = 32;
+  // bits 32: s = (2^31 - 1 - m) / (m R + headroom); headroom (in value units) is room for
+  // noise added after clipping (distributed DP). bits 16: int8 levels, s = 127 / R, which
+  // needs m * 127 + headroom * s < 2^15 (Fits says whether it does).
+  FixedPoint(double range, uint32_t max_summands, uint32_t bits = 32, double headroom = 0.0);
+  bool Fits(uint32_t max_summands, double headroom = 0.0) const;
 };
+
+// The encoding of a round with m clients: with distributed DP (noise stddev z C on the sum),
+// room for 8 standard deviations of that noise, and (32 bits) a scale of at most 2^24 / (z C),
+// since finer steps drown in the noise; this keeps each client's share of the noise, a
+// discrete Gaussian of variance (z C s)^2 / m, below 2^48.
+FixedPoint RoundEncoding(double range, uint32_t m, uint32_t bits, double dp_clip = 0.0, double noise_multiplier = 0.0);
 
 // out[i] = encoding of x[i]; returns how many values were outside [-R, R] (clipped) or not finite.
 uint64_t EncodeFixed(const FixedPoint& fp, std::span<const float> x, std::span<uint32_t> out);
-// out[i] = (int32) sum[i] / s.
+// out[i] = sum[i] read as a signed `bits`-bit integer, / s.
 void DecodeFixedSum(const FixedPoint& fp, std::span<const uint32_t> sum, std::span<double> out);
 
 // v += (subtract ? -1 : 1) * ChaCha20(key) mod 2^32, word by word.

@@ -97,7 +97,7 @@ StatusOr<ShareKeys> Client::OnSetup(const Setup& setup) {
     return Abort(Status::FailedPrecondition("Setup for another session or round"));
   const uint32_t n = static_cast<uint32_t>(setup.roster.size());
   if (n < 2 || setup.degree == 0 || setup.degree >= n || setup.threshold == 0 || setup.threshold > setup.degree ||
-      setup.length == 0 || !(setup.range > 0) || !std::isfinite(setup.range))
+      setup.length == 0 || !(setup.range > 0) || !std::isfinite(setup.range) || (setup.bits != 16 && setup.bits != 32))
     return Abort(Status::InvalidArgument("Setup parameters out of range"));
   std::optional<uint32_t> me;
   for (uint32_t i = 0; i < n; ++i) {
@@ -149,11 +149,11 @@ StatusOr<ShareKeys> Client::OnSetup(const Setup& setup) {
   return out;
 }
 
-StatusOr<MaskedInput> Client::OnShares(const SharesFor& delivery, std::span<const float> update) {
+StatusOr<MaskedInput> Client::OnShares(const SharesFor& delivery, std::vector<uint32_t> encoded, uint64_t clipped) {
   if (stage_ != Stage::kShared) return Abort(Status::FailedPrecondition("Shares out of order (a replayed stage?)"));
   if (delivery.to != index_) return Abort(Status::InvalidArgument("shares addressed to another client"));
-  if (update.size() != setup_.length)
-    return Abort(Status::InvalidArgument("update has " + std::to_string(update.size()) + " values; Setup says " +
+  if (encoded.size() != setup_.length)
+    return Abort(Status::InvalidArgument("update has " + std::to_string(encoded.size()) + " values; Setup says " +
                                          std::to_string(setup_.length)));
   const auto ctx = Context("shoal secagg v1 share", session_, round_);
   for (const SealedShare& sh : delivery.shares) {
@@ -175,8 +175,8 @@ StatusOr<MaskedInput> Client::OnShares(const SharesFor& delivery, std::span<cons
   }
   MaskedInput out;
   out.from = index_;
-  out.masked.resize(update.size());
-  out.clipped = EncodeFixed(FixedPoint(setup_.range, static_cast<uint32_t>(setup_.roster.size())), update, out.masked);
+  out.masked = std::move(encoded);
+  out.clipped = clipped;
   ApplyMask(self_seed_, false, out.masked);
   const auto ctx_mask = Context("shoal secagg v1 mask", session_, round_);
   for (const auto& [v, shares] : held_) {
@@ -237,7 +237,7 @@ StatusOr<Setup> Server::CloseAdverts() {
   if (o_.length == 0 || !(o_.range > 0)) return Status::InvalidArgument("secure aggregation: length and range must be positive");
   SHOAL_ASSIGN_OR_RETURN(Params p, DeriveParams(static_cast<uint32_t>(adverts_.size()), o_.dropout, o_.corrupt,
                                                 o_.degree, o_.threshold));
-  setup_ = Setup{session_, round_, p.degree, p.threshold, crypto::RandomU64(), o_.range, o_.length, {}};
+  setup_ = Setup{session_, round_, p.degree, p.threshold, crypto::RandomU64(), o_.range, o_.length, o_.bits, {}};
   for (const auto& [id, a] : adverts_) setup_.roster.push_back(a);
   const uint32_t n = p.n;
   neighbours_.resize(n);

@@ -61,6 +61,7 @@ struct Setup {
   uint64_t graph_seed = 0;
   double range = 0.0;        // fixed-point clipping range R
   uint32_t length = 0;       // coordinates masked
+  uint32_t bits = 32;        // 32, or 16 (int8 levels): the sum is taken mod 2^bits
   std::vector<AdvertiseKeys> roster;  // sorted by client_id; a client's index is its position
 };
 
@@ -111,8 +112,9 @@ class Client {
 
   StatusOr<AdvertiseKeys> Start(uint64_t session, uint64_t round);
   StatusOr<ShareKeys> OnSetup(const Setup& setup);
-  // `update` has setup.length values.
-  StatusOr<MaskedInput> OnShares(const SharesFor& shares, std::span<const float> update);
+  // `encoded` is the update in fixed point (masking.h, FixedPoint of the Setup's range, roster
+  // size and bits), setup.length words; `clipped` how many values encoding clipped.
+  StatusOr<MaskedInput> OnShares(const SharesFor& shares, std::vector<uint32_t> encoded, uint64_t clipped);
   StatusOr<UnmaskShares> OnUnmask(const UnmaskRequest& request);
   Stage stage() const { return stage_; }
   uint32_t index() const { return index_; }
@@ -137,6 +139,7 @@ class Client {
 struct ServerOptions {
   double range = 1.0;
   uint32_t length = 0;
+  uint32_t bits = 32;
   double dropout = 0.2, corrupt = 0.0;
   uint32_t degree = 0, threshold = 0;  // overrides (0 = derive)
 };

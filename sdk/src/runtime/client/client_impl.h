@@ -3,7 +3,8 @@
 // for the client's lifetime (started at the first round), so an application's trainer always
 // runs on the same thread: JNI attachment, a CUDA current device and thread-locals persist.
 // The class and its state; the work is split over client.cc (the loop, connecting, security),
-// training.cc (the worker and the update stages) and frames.cc (what the aggregator sends).
+// training.cc (the worker and the update stages), frames.cc (what the aggregator sends) and
+// secagg.cc (a secure-aggregation round's client side).
 #pragma once
 
 #include "shoal/client.h"
@@ -25,6 +26,9 @@
 #include "protocol/envelope.h"
 #include "protocol/messages.h"
 #include "runtime/client/hooks.h"
+#include "privacy/dp/noise.h"
+#include "privacy/secagg/protocol.h"
+#include "runtime/secure_sum.h"
 #include "runtime/update.h"
 #include "transport/zmq/zmq_channel.h"
 
@@ -98,6 +102,10 @@ class Client::Impl {
   void WorkerLoop();
   void TrainJob(std::span<const float> global, const RoundConfig& config);
   void Unregister(const std::string& why);
+  // Secure aggregation (secagg.cc).
+  void StartSecAgg(uint64_t round);
+  Status HandleSecAgg(const protocol::Header& h, protocol::Message& m);
+  void SendMaskedIfReady();
 
   ClientOptions o_;
   std::unique_ptr<Trainer> trainer_;
@@ -170,6 +178,14 @@ class Client::Impl {
   TrainResult train_result_;
   std::optional<EvalResult> train_eval_;  // of the model received, before training
   runtime::UpdatePipeline update_stages_;  // what an update goes through before it is sent
+  // Secure aggregation: the state machine (per registration), the round it runs, its Setup,
+  // the shares addressed to this client, and the trained update waiting for them.
+  std::unique_ptr<privacy::secagg::Client> secagg_;
+  privacy::SecureRandom dp_random_;
+  uint64_t secagg_round_ = 0;
+  std::optional<privacy::secagg::Setup> secagg_setup_;
+  std::optional<privacy::secagg::SharesFor> secagg_shares_;
+  std::optional<runtime::Update> secagg_pending_;
   double acked_train_loss_ = 0.0;          // of the update awaiting its Ack (for the event)
   uint64_t awaiting_ack_round_ = 0;
 

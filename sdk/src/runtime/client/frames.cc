@@ -34,6 +34,13 @@ Status Client::Impl::HandleWelcome(const protocol::Header& h, protocol::WelcomeI
     update_stages_ = runtime::UpdatePipeline();
     update_stages_.Add(runtime::EncodeStage(up_codec_.get(), w->task.seed));
   }
+  if (w->privacy.secagg && (!secagg_ || client_id_ != w->client_id)) {
+    // A signing identity for this registration's AdvertiseKeys (docs/SECURITY.md: without a
+    // roster of trusted keys it binds one round's adverts together, not to a person).
+    SHOAL_ASSIGN_OR_RETURN(crypto::KeyPair identity, crypto::GenerateKeyPair());
+    secagg_ = std::make_unique<privacy::secagg::Client>(w->client_id, identity.sign_secret);
+    secagg_round_ = 0;
+  }
   session_ = h.session;
   client_id_ = w->client_id;
   welcome_ = std::move(*w);
@@ -124,6 +131,7 @@ Status Client::Impl::HandleRoundTask(const protocol::Header& h, const protocol::
   e.round = round;
   Emit(e);
   StartTraining(replica_, *config);
+  if (welcome_->privacy.secagg) StartSecAgg(round);
   return Status::Ok();
 }
 
@@ -195,6 +203,14 @@ Status Client::Impl::HandleFrame(const transport::Message& m) {
   last_heard_ = Clock::now();
 
   if (auto* task = std::get_if<protocol::RoundTask>(&msg.body)) return HandleRoundTask(h, *task);
+  switch (kind) {
+    case protocol::MessageKind::SecAggSetup:
+    case protocol::MessageKind::SecAggShares:
+    case protocol::MessageKind::SecAggUnmask:
+      return HandleSecAgg(h, msg);
+    default:
+      break;
+  }
   if (std::holds_alternative<protocol::Ack>(msg.body)) {
     if (h.round == awaiting_ack_round_) {
       ClientEvent e(ClientEvent::Kind::kRoundDone);

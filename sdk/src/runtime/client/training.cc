@@ -99,6 +99,13 @@ Status Client::Impl::FinishTraining() {
   u.delta = std::move(train_result_.delta);
   u.report = protocol::UpdateReport::FromTrainer(train_result_.metrics);
   u.report.eval = train_eval_;
+  if (welcome_->privacy.secagg) {  // masked once this client's shares have arrived (secagg.cc)
+    if (round == secagg_round_) {
+      secagg_pending_ = std::move(u);
+      SendMaskedIfReady();
+    }
+    return Status::Ok();
+  }
   if (auto failed = update_stages_.Run(u)) return failed->status.WithContext("preparing the update");
   for (const auto& chunk : protocol::SplitPayload(u.payload, welcome_->chunk_bytes)) {
     Status st = Send(protocol::EncodeUpdate(NextHeader(round), u.num_examples, u.report, protocol::PayloadEncoding::Codec, chunk));

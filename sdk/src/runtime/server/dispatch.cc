@@ -97,6 +97,15 @@ void Service::Impl::Handle(transport::Listener::Inbound& in) {
     return Enqueue(c.id, protocol::EncodeHeartbeat(Header(round_.number), false, 0.0f));
   if (auto* u = std::get_if<protocol::UpdateChunk>(&m.body)) return HandleUpdate(c, h, *u);
   if (auto* r = std::get_if<protocol::Resync>(&m.body)) return HandleResync(c, h, *r);
+  switch (m.kind) {
+    case protocol::MessageKind::SecAggKeys:
+    case protocol::MessageKind::SecAggShareKeys:
+    case protocol::MessageKind::SecAggMasked:
+    case protocol::MessageKind::SecAggUnmaskShares:
+      return HandleSecAgg(c, h, m);
+    default:
+      break;
+  }
   if (std::holds_alternative<protocol::Bye>(m.body)) {
     spdlog::info("client {} ({}) left", c.id, c.name);
     return DropClient(c.id, "left");

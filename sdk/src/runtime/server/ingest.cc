@@ -13,6 +13,11 @@ void Service::Impl::HandleUpdate(ClientState& c, const protocol::Header& h, prot
   if (!IsSelected(c.id)) return Reject(c.peer, ErrorCode::StaleRound, "client was not selected this round", round_.number);
   if (round_.results.count(c.id) || round_.failures.count(c.id))
     return Reject(c.peer, ErrorCode::Duplicate, "this round's update was already settled", round_.number);
+  if (round_.secagg) {
+    Reject(c.peer, ErrorCode::MalformedFrame, "this aggregator runs secure aggregation: send a masked input, not an Update",
+           round_.number);
+    return FailClient(c.id, "rejected: a plain update under secure aggregation");
+  }
   if (u.encoding != protocol::PayloadEncoding::Codec) {
     Reject(c.peer, ErrorCode::MalformedFrame, "an update must be encoded with the task's codec", round_.number);
     return FailClient(c.id, "rejected: wrong encoding");

@@ -10,6 +10,7 @@ protocol::WelcomeInfo Service::Impl::MakeWelcome(uint32_t id) const {
   w.heartbeat_timeout_ms = o_.heartbeat_timeout_ms;
   w.chunk_bytes = o_.chunk_bytes;
   w.max_frame_bytes = static_cast<uint32_t>(max_frame_bytes_);
+  w.privacy = privacy_;
   return w;
 }
 

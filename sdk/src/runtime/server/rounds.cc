@@ -50,6 +50,7 @@ bool Service::Impl::MaybeStartRound() {
   unchanged_frames_.clear();
   resyncs_ = 0;
   for (uint32_t id : round_.selected) SendTask(clients_.at(id), false);
+  if (o_.secagg.enabled) StartSecAgg();
   spdlog::info("round {} started: {} of {} clients selected", number, round_.selected.size(), n);
   if (o_.insecure)
     spdlog::warn("INSECURE: --insecure serves {} unencrypted and unauthenticated; anyone who can reach it can read "
@@ -98,6 +99,8 @@ void Service::Impl::HandleResync(ClientState& c, const protocol::Header& h, cons
 Status Service::Impl::CloseRound() {
   for (uint32_t id : round_.selected)
     if (!round_.results.count(id) && !round_.failures.count(id)) FailClient(id, "deadline");
+  nlohmann::json secagg_line = nlohmann::json::object();
+  if (round_.secagg) SHOAL_RETURN_IF_ERROR(AddSecureAggregate(secagg_line));
   round_.open = false;
 
   // Sorted by client key so the round's metrics sum in a fixed order (the aggregate itself is
@@ -212,6 +215,7 @@ Status Service::Impl::CloseRound() {
       {"allow_list_keys", allow_list_ ? allow_list_->size() : 0},
   };
   for (const StrategyMetric& m : r.strategy_metrics) line[m.name] = m.value;
+  for (const auto& [key, value] : secagg_line.items()) line[key] = value;
   if (model_->batch_kind() == nn::BatchKind::kTokens) line["test_bits_per_byte"] = nn::BitsPerByte(r.test_loss);
   if (eval_weight > 0) {  // of the model the clients received this round (before the update)
     line["client_eval_loss"] = eval_loss / eval_weight;

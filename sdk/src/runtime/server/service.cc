@@ -16,6 +16,24 @@ Status Service::Impl::Init(std::unique_ptr<transport::Listener> listener) {
     return Status::InvalidArgument("--test-fraction must be in (0, 1)");
 
   SHOAL_ASSIGN_OR_RETURN(strategy_, MakeStrategy(o_.strategy));
+  if (o_.secagg.enabled) {
+    SHOAL_RETURN_IF_ERROR(CheckSecAggStrategy(*strategy_));
+    if (!(o_.secagg.range > 0) || !std::isfinite(o_.secagg.range))
+      return Status::InvalidArgument("--secagg-range must be a positive number");
+    if (!(o_.secagg.dropout >= 0 && o_.secagg.dropout < 1) || !(o_.secagg.corrupt >= 0 && o_.secagg.corrupt < 0.5))
+      return Status::InvalidArgument("--secagg-dropout must be in [0, 1) and --secagg-corrupt in [0, 0.5)");
+    if (o_.secagg.stage_timeout_ms == 0) return Status::InvalidArgument("--secagg-stage-timeout must be positive");
+    if (o_.dp.enabled() && !o_.dp.distributed)
+      return Status::InvalidArgument("with --secagg the aggregator never sees an update to clip: use --dp-mode distributed");
+    privacy_.secagg = true;
+    privacy_.secagg_range = o_.secagg.range;
+    if (o_.dp.enabled()) {
+      privacy_.dp_clip = o_.dp.clip;
+      SHOAL_ASSIGN_OR_RETURN(privacy_.dp_noise_multiplier, DpNoiseMultiplier(o_.dp, o_.fraction, o_.rounds));
+    }
+  } else if (o_.dp.distributed) {
+    return Status::InvalidArgument("--dp-mode distributed needs --secagg (the noise is split among masked updates)");
+  }
   if (o_.dp.enabled()) {
     SHOAL_ASSIGN_OR_RETURN(strategy_, WrapWithDp(std::move(strategy_), o_.dp, o_.fraction, o_.rounds));
   } else if (o_.dp.noise_multiplier != 0 || o_.dp.target_epsilon != 0 || o_.dp.epsilon_budget != 0 ||
@@ -61,6 +79,10 @@ Status Service::Impl::Init(std::unique_ptr<transport::Listener> listener) {
   SHOAL_ASSIGN_OR_RETURN(down_codec_, codec::Codec::Create(task_.codec_down, task_.layout));
   task_.codec = up_codec_->spec();
   task_.codec_down = down_codec_->spec();
+  if (privacy_.secagg) {
+    if (std::string why = up_codec_->SecureSumRefusal(); !why.empty()) return Status::InvalidArgument(why);
+    privacy_.secagg_bits = up_codec_->quantizes_int8() ? 16 : 32;
+  }
   ingest_.Add(runtime::DecodeStage(up_codec_.get(), o_.seed, global_.size())).Add(runtime::ValidateStage(o_.max_update_norm));
   for (const std::string& codec_spec : {task_.codec, task_.codec_down}) {
     SHOAL_ASSIGN_OR_RETURN(auto stages, codec::ParseSpec(codec_spec));
@@ -221,7 +243,8 @@ Status Service::Impl::Run(const std::atomic<bool>& stop, std::atomic<bool>* relo
     }
     Flush();
     ExpireClients();
-    if (round_.open && (RoundResolved() || Clock::now() >= round_.deadline)) {
+    if (round_.open && round_.secagg) AdvanceSecAgg();  // its stages end the round
+    if (round_.open && (RoundResolved() || (!round_.secagg && Clock::now() >= round_.deadline))) {
       SHOAL_RETURN_IF_ERROR(CloseRound());
       if (o_.rounds && last_completed_ >= o_.rounds) {
         spdlog::info("completed {} rounds; sending Bye to {} clients", last_completed_, clients_.size());

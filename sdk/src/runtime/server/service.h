@@ -14,6 +14,7 @@
 #include "shoal/trainer.h"
 #include "aggregate/strategy.h"
 #include "aggregate/wrappers/dp.h"
+#include "aggregate/wrappers/secagg.h"
 #include "transport/channel.h"
 
 namespace shoal::aggregator {
@@ -46,6 +47,7 @@ struct AggregatorOptions {
   double test_fraction = 0.2;              // held-out share of the dataset
   StrategyOptions strategy;                // strategy name, client lr, local epochs/steps, prox mu
   DpOptions dp;                            // differential privacy around the strategy (dp.clip > 0 turns it on)
+  SecAggOptions secagg;                    // secure aggregation (SecAgg+) of the clients' updates
   OptimizerConfig optimizer;               // client optimizer (its learning_rate is overridden per round)
   std::string codec = "none";              // upload codec spec (clients encode their updates with it)
   std::string codec_down;                  // download codec for the global delta; Default: same as codec

@@ -19,6 +19,8 @@ struct ServiceFlags {
   std::string chunk_size = "16M";
   std::string optimizer = "sgd";
   double round_timeout_s = 60, heartbeat_s = 1, heartbeat_timeout_s = 10;
+  std::string dp_mode;  // "" = distributed with --secagg, else central
+  double secagg_stage_timeout_s = 10;
 };
 
 // Round and liveness rules, limits, outputs: everything of the service but its transport.
@@ -73,11 +75,21 @@ inline boost::program_options::options_description TaskOptions(AggregatorOptions
 }
 
 // Differential privacy around the strategy (aggregate/wrappers/dp.h).
-inline boost::program_options::options_description PrivacyOptions(AggregatorOptions& o) {
+inline boost::program_options::options_description PrivacyOptions(AggregatorOptions& o, ServiceFlags& f) {
   namespace po = boost::program_options;
   DpOptions& dp = o.dp;
-  po::options_description d("Differential privacy (client-level DP-FedAvg; with it, clients are Poisson-sampled at --fraction)");
+  SecAggOptions& sa = o.secagg;
+  po::options_description d("Privacy: secure aggregation (SecAgg+) and differential privacy (client-level DP-FedAvg;\n"
+                            "with DP on, clients are Poisson-sampled at --fraction)");
   d.add_options()
+      ("secagg", po::bool_switch(&sa.enabled), "secure aggregation: the aggregator learns only the sum of the clients' updates")
+      ("secagg-range", po::value(&sa.range)->default_value(sa.range), "each masked value is clipped to [-R, R] (counted, reported as secagg_clip_rate)")
+      ("secagg-threshold", po::value(&sa.threshold)->default_value(sa.threshold), "shares that reconstruct a client's secrets (0 = derived from the clients, dropout and corruption)")
+      ("secagg-neighbours", po::value(&sa.neighbours)->default_value(sa.neighbours), "neighbours per client in the SecAgg+ graph (0 = derived; n-1 = SecAgg's full graph)")
+      ("secagg-dropout", po::value(&sa.dropout)->default_value(sa.dropout), "share of a round's clients that may drop out and the sum still unmasks")
+      ("secagg-corrupt", po::value(&sa.corrupt)->default_value(sa.corrupt), "share of clients that may collude with the aggregator")
+      ("secagg-stage-timeout", po::value(&f.secagg_stage_timeout_s)->default_value(f.secagg_stage_timeout_s), "seconds each key stage and the unmask stage wait for clients")
+      ("dp-mode", po::value(&f.dp_mode), "central (the aggregator clips and adds noise) or distributed (clients do, under --secagg; the default with it)")
       ("dp-clip", po::value(&dp.clip)->default_value(dp.clip), "L2 bound of each client's update (the initial bound with --dp-clip-quantile); > 0 turns DP on")
       ("dp-noise-multiplier", po::value(&dp.noise_multiplier)->default_value(dp.noise_multiplier), "Gaussian noise stddev on the sum of clipped updates, in units of --dp-clip")
       ("dp-target-epsilon", po::value(&dp.target_epsilon)->default_value(dp.target_epsilon), "choose the noise multiplier so that --rounds rounds spend this epsilon (instead of --dp-noise-multiplier)")
@@ -109,6 +121,11 @@ inline Status ApplyServiceFlags(const ServiceFlags& f, AggregatorOptions& o) {
   o.heartbeat_interval_ms = millis(f.heartbeat_s);
   o.heartbeat_timeout_ms = millis(f.heartbeat_timeout_s);
   o.optimizer.name = f.optimizer;
+  if (f.dp_mode != "" && f.dp_mode != "central" && f.dp_mode != "distributed")
+    return Status::InvalidArgument("--dp-mode must be central or distributed");
+  o.dp.distributed = f.dp_mode.empty() ? o.secagg.enabled : f.dp_mode == "distributed";
+  if (!(f.secagg_stage_timeout_s > 0)) return Status::InvalidArgument("--secagg-stage-timeout must be positive");
+  o.secagg.stage_timeout_ms = millis(f.secagg_stage_timeout_s);
   return Status::Ok();
 }
 

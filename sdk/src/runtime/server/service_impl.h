@@ -5,6 +5,7 @@
 //   registration.cc  Hello/Welcome, client names and keys, failures, drops, heartbeat expiry
 //   rounds.cc        selection, tasks (full / delta / unchanged), resync, closing a round
 //   ingest.cc        an update's chunks through the ingest stages into the accumulator
+//   secagg.cc        a secure-aggregation round's stages, from the keys to the unmasked sum
 //   recorder.cc      the round's report: metrics line, console table, checkpoint
 #pragma once
 
@@ -21,6 +22,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <vector>
 #include "aggregate/exact_sum.h"
 #include "backend/backend.h"
@@ -38,6 +40,8 @@
 #include "crypto/keys.h"
 #include "protocol/envelope.h"
 #include "protocol/messages.h"
+#include "privacy/secagg/protocol.h"
+#include "runtime/secure_sum.h"
 #include "runtime/update.h"
 #include "transport/zmq/zmq_channel.h"
 #include "transport/zmq/zap.h"
@@ -111,7 +115,25 @@ class Service::Impl {
     std::map<uint32_t, ClientFailure> failures;
     transport::Traffic traffic_at_start;
     double decode_seconds = 0.0;  // time spent decoding this round's updates
+    // Secure aggregation (secagg.cc): the round's state machine and where it stands.
+    struct SecAgg {
+      enum class Stage { kKeys, kShares, kMasked, kUnmask, kDone };
+      std::unique_ptr<privacy::secagg::Server> server;
+      Stage stage = Stage::kKeys;
+      Clock::time_point stage_deadline;
+      std::set<uint32_t> waiting;             // client ids the stage waits for
+      std::map<uint32_t, uint32_t> index_of;  // client id -> roster index (from Setup)
+      runtime::SecureSumPlan plan;
+      std::optional<privacy::secagg::Result> result;
+      std::string failure;                    // why the round yields no sum
+    };
+    std::optional<SecAgg> secagg;
   };
+
+ public:
+  using SecAggStage = RoundState::SecAgg::Stage;  // for secagg.cc's helpers
+
+ private:
 
   // Transport security.
   Status InitSecurity(transport::SocketOptions& so);
@@ -124,6 +146,13 @@ class Service::Impl {
   protocol::WelcomeInfo MakeWelcome(uint32_t id) const;
   void HandleUpdate(ClientState& c, const protocol::Header& h, protocol::UpdateChunk& u);
   void HandleResync(ClientState& c, const protocol::Header& h, const protocol::Resync& r);
+  // Secure aggregation (secagg.cc): a stage message from a selected client; the round's
+  // stages advanced when complete or past their deadline; the unmasked mean at the close.
+  void HandleSecAgg(ClientState& c, const protocol::Header& h, protocol::Message& m);
+  void StartSecAgg();
+  void AdvanceSecAgg();
+  void AbortSecAgg(const std::string& why);
+  Status AddSecureAggregate(nlohmann::json& line);
   // Sends this round's task to one client: the delta, "unchanged" or the full model,
   // whichever its replica needs. Frames are encoded once per kind and shared.
   void SendTask(ClientState& c, bool force_full);
@@ -149,7 +178,10 @@ class Service::Impl {
 
   // Rounds.
   bool MaybeStartRound();
-  bool RoundResolved() const { return round_.results.size() + round_.failures.size() >= round_.selected.size(); }
+  bool RoundResolved() const {
+    if (round_.secagg) return round_.secagg->stage == RoundState::SecAgg::Stage::kDone;
+    return round_.results.size() + round_.failures.size() >= round_.selected.size();
+  }
   Status CloseRound();
   Status WriteMetrics(const nlohmann::json& line);
   void PrintTableRow(const RoundReport& r);
@@ -171,6 +203,7 @@ class Service::Impl {
   std::unique_ptr<codec::Codec> down_codec_;  // encodes the global delta (error feedback here) and decodes it
   runtime::UpdatePipeline ingest_;            // what a client's update goes through: decode, validate
   std::vector<std::string> required_stages_;  // codec stages a client must support
+  protocol::PrivacyConfig privacy_;           // what every client's update goes through (Welcome)
   std::optional<LastDelta> last_delta_;
   RoundConfig round_config_;
   // This round's task frames by kind, encoded on first use and shared by every client.

@@ -1,0 +1,102 @@
+// A secure-aggregation round on the client (privacy/secagg/protocol.h has the protocol). The
+// keys go out with the round's task, Setup and the shares are answered while the worker
+// trains, and the trained update leaves masked once both the update and this client's shares
+// are here. Any refusal of the state machine (a malicious or confused aggregator) aborts this
+// client's part of the round with the reason logged; nothing more is revealed, and the next
+// round starts afresh.
+#include "runtime/client/client_impl.h"
+
+#include "protocol/secagg.h"
+
+namespace shoal {
+
+void Client::Impl::StartSecAgg(uint64_t round) {
+  if (round == secagg_round_) return;  // the same round's full model after a Resync
+  secagg_round_ = round;
+  secagg_setup_.reset();
+  secagg_shares_.reset();
+  secagg_pending_.reset();
+  auto keys = secagg_->Start(session_, round);
+  if (!keys.ok()) {
+    spdlog::error("round {}: {}", round, keys.status().message());
+    return;
+  }
+  if (Status st = Send(protocol::EncodeSecAggKeys(NextHeader(round), *keys)); !st.ok())
+    spdlog::warn("round {}: secure aggregation keys not sent: {}", round, st.message());
+}
+
+Status Client::Impl::HandleSecAgg(const protocol::Header& h, protocol::Message& m) {
+  const uint64_t round = h.round;
+  if (!secagg_ || round != secagg_round_) {
+    spdlog::warn("ignoring {} for round {} (this client's secure aggregation round is {})",
+                 protocol::MessageName(m.kind), round, secagg_round_);
+    return Status::Ok();
+  }
+  auto fail = [&](const Status& st) {
+    spdlog::error("round {}: {}", round, st.message());
+    secagg_pending_.reset();
+    return Status::Ok();  // the aggregator counts this client out of the round; keep serving
+  };
+  if (auto* setup = std::get_if<privacy::secagg::Setup>(&m.body)) {
+    auto shares = secagg_->OnSetup(*setup);
+    if (!shares.ok()) return fail(shares.status());
+    secagg_setup_ = *setup;
+    if (Status st = Send(protocol::EncodeSecAggShareKeys(NextHeader(round), *shares)); !st.ok()) {
+      spdlog::warn("round {}: secure aggregation shares not sent: {}", round, st.message());
+      return Status::Ok();
+    }
+    spdlog::info("round {}: secure aggregation among {} clients: shares sent to {} neighbours", round,
+                 setup->roster.size(), shares->shares.size());
+    return Status::Ok();
+  }
+  if (auto* shares = std::get_if<privacy::secagg::SharesFor>(&m.body)) {
+    if (!secagg_setup_ || secagg_shares_) return fail(Status::FailedPrecondition("secure aggregation shares out of order"));
+    secagg_shares_ = std::move(*shares);
+    SendMaskedIfReady();
+    return Status::Ok();
+  }
+  if (auto* request = std::get_if<privacy::secagg::UnmaskRequest>(&m.body)) {
+    auto reveal = secagg_->OnUnmask(*request);
+    if (!reveal.ok()) return fail(reveal.status());
+    if (Status st = Send(protocol::EncodeSecAggUnmaskShares(NextHeader(round), *reveal)); !st.ok())
+      spdlog::warn("round {}: secure aggregation unmask shares not sent: {}", round, st.message());
+    return Status::Ok();
+  }
+  return Status::Ok();
+}
+
+void Client::Impl::SendMaskedIfReady() {
+  if (!secagg_pending_ || !secagg_shares_ || !secagg_setup_) return;
+  runtime::Update u = std::move(*secagg_pending_);
+  secagg_pending_.reset();
+  const uint64_t round = u.round;
+  const auto encode_start = Clock::now();
+  const protocol::PrivacyConfig& privacy = welcome_->privacy;
+  const uint32_t roster = static_cast<uint32_t>(secagg_setup_->roster.size());
+  const runtime::SecureSumPlan plan = runtime::PlanSecureSum(*up_codec_, welcome_->task.seed, round, privacy, roster);
+  runtime::EncodedUpdate encoded = runtime::EncodeSecureUpdate(plan, u.delta, privacy, roster, dp_random_);
+  auto masked = secagg_->OnShares(*secagg_shares_, std::move(encoded.words), encoded.clipped);
+  if (!masked.ok()) {
+    spdlog::error("round {}: {}", round, masked.status().message());
+    return;
+  }
+  const std::vector<uint8_t> bytes = protocol::PackMasked(masked->masked, secagg_setup_->bits);
+  if (encoded.clipped)
+    spdlog::warn("round {}: {} of {} values outside the secure aggregation range {} were clipped", round,
+                 encoded.clipped, plan.coordinates.size(), privacy.secagg_range);
+  spdlog::debug("round {}: masked update ready in {:.3f}s", round,
+                std::chrono::duration<double>(Clock::now() - encode_start).count());
+  for (const auto& chunk : protocol::SplitPayload(bytes, welcome_->chunk_bytes)) {
+    Status st = Send(protocol::EncodeSecAggMasked(NextHeader(round), masked->from, masked->clipped, u.num_examples, chunk));
+    if (!st.ok()) {
+      spdlog::warn("round {}: sending the masked update failed: {}", round, st.message());
+      return;
+    }
+  }
+  awaiting_ack_round_ = round;
+  acked_train_loss_ = u.report.train_loss.value_or(0.0);
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  ++stats_.rounds_trained;
+}
+
+}  // namespace shoal

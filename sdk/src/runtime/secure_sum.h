@@ -1,0 +1,44 @@
+// What an update becomes under secure aggregation, on both sides of a round: the coordinates
+// masked (all, or the round's shared-seed random-k selection), the fixed-point encoding, and
+// for distributed DP the client's L2 clip and its share of discrete Gaussian noise.
+//   client: delta -> pick coordinates -> [DP: clip to C] -> fixed point (range clipped,
+//           counted) -> [DP: + N_Z(0, (z C s)^2 / n)] -> words      (then masked by SecAgg+)
+//   server: sum of words mod 2^bits -> signed -> / s / survivors -> scattered into a dense delta
+// n is the Setup's roster size: with every client of the roster surviving, the sum carries
+// noise of stddev z C (the accountant charges z sqrt(survivors / selected), wrappers/dp.h).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "codec/codec.h"
+#include "privacy/dp/noise.h"
+#include "privacy/secagg/masking.h"
+#include "protocol/envelope.h"
+
+namespace shoal::runtime {
+
+struct SecureSumPlan {
+  std::vector<uint32_t> coordinates;  // ascending, into the dense model
+  privacy::secagg::FixedPoint encoding{1.0, 1};
+};
+
+// The plan of `round` for a roster of `roster_size`; `codec` must pass SecureSumRefusal.
+SecureSumPlan PlanSecureSum(const codec::Codec& codec, uint64_t task_seed, uint64_t round,
+                            const protocol::PrivacyConfig& privacy, uint32_t roster_size);
+// The masked-length of `round` (known before the roster: the coordinates only).
+uint32_t SecureSumLength(const codec::Codec& codec, uint64_t task_seed, uint64_t round);
+
+struct EncodedUpdate {
+  std::vector<uint32_t> words;
+  uint64_t clipped = 0;  // values clipped to the range
+};
+EncodedUpdate EncodeSecureUpdate(const SecureSumPlan& plan, std::span<const float> delta,
+                                 const protocol::PrivacyConfig& privacy, uint32_t roster_size,
+                                 privacy::SecureRandom& random);
+// The mean of the survivors' updates as a dense delta of n values.
+std::vector<float> DecodeSecureMean(const SecureSumPlan& plan, std::span<const uint32_t> sum, uint32_t survivors,
+                                    size_t n);
+
+}  // namespace shoal::runtime
