@@ -7,21 +7,13 @@ rank, 2 (n - 1) / n x tensor bytes.
 """
 import argparse
 import os
-import socket
+from netutil import free_port
 import statistics
 import time
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def worker(rank, world, numel, iters, port, out):

@@ -110,29 +110,37 @@ TEST(Privacy, SimPoissonSamplingEpsilonAndBudget) {
 TEST(Privacy, SecAggOverRealProcessesLearnsAndRecoversAKilledClient) {
   const std::string dir = TempDir("secagg");
   std::vector<double> accuracy;
-  for (bool secagg : {false, true}) {
+  const std::vector<std::vector<std::string>> runs = {
+      {}, {"--secagg"}, {"--secagg", "--dp-clip", "2", "--dp-noise-multiplier", "0.05"}};
+  for (size_t run = 0; run < runs.size(); ++run) {
+    const std::string name = dir + "/run" + std::to_string(run);
     const int port = FreePort();
-    auto args = AggregatorArgs(port, 3, 4, dir + (secagg ? "/secagg.jsonl" : "/plain.jsonl"));
-    if (secagg) args.push_back("--secagg");
-    Process agg("shoal-aggregator", args, dir + (secagg ? "/agg-secagg" : "/agg-plain"), OneThreadEnv());
-    auto clients = StartClients(port, 4, dir + (secagg ? "/secagg" : "/plain"));
+    auto args = AggregatorArgs(port, 3, 4, name + ".jsonl");
+    args.insert(args.end(), runs[run].begin(), runs[run].end());
+    Process agg("shoal-aggregator", args, name + "-agg", OneThreadEnv());
+    auto clients = StartClients(port, 4, name);
     ASSERT_EQ(agg.Wait(seconds(120)), 0) << agg.Stderr();
     ExpectAllExitZero(clients);
-    auto lines = ReadJsonLines(dir + (secagg ? "/secagg.jsonl" : "/plain.jsonl"));
+    auto lines = ReadJsonLines(name + ".jsonl");
     ASSERT_EQ(lines.size(), 3u);
-    for (const auto& l : lines) {
+    for (size_t i = 0; i < lines.size(); ++i) {
+      const auto& l = lines[i];
       EXPECT_EQ(l["clients_reported"], 4) << l.dump();
-      if (secagg) {
+      if (run > 0) {
         EXPECT_TRUE(l["secagg"].get<bool>());
         EXPECT_FALSE(l.contains("secagg_aborted")) << l.dump();
         EXPECT_EQ(l["secagg_recovered"], 0);
         EXPECT_EQ(l["secagg_neighbours"], 3) << "4 clients: the full graph";
       }
+      if (run == 2) EXPECT_NEAR(l["epsilon"].get<double>(), EpsilonAfter(1.0, 0.05, i + 1), 1e-9);
     }
     accuracy.push_back(lines.back()["test_accuracy"].get<double>());
   }
-  std::printf("digits, 4 clients, 3 rounds: accuracy %.4f plain, %.4f with SecAgg+\n", accuracy[0], accuracy[1]);
+  std::printf("digits, 4 clients, 3 rounds: accuracy %.4f plain, %.4f with SecAgg+, %.4f with SecAgg+ and "
+              "distributed DP (z 0.05)\n",
+              accuracy[0], accuracy[1], accuracy[2]);
   EXPECT_NEAR(accuracy[1], accuracy[0], 0.02);
+  EXPECT_GT(accuracy[2], 0.5);
 
   // The kill: long local work so that client 0 dies after its shares went out.
   const int port = FreePort();
@@ -155,6 +163,37 @@ TEST(Privacy, SecAggOverRealProcessesLearnsAndRecoversAKilledClient) {
   EXPECT_NE(lines[1]["model_hash"], lines[0]["model_hash"]);
   agg.Signal(SIGTERM);
   EXPECT_EQ(agg.Wait(seconds(30)), 0) << agg.Stderr();
+}
+
+// Three C applications (examples/c: libshoal.so through the C ABI, their own trainer, one of
+// them stepping the client from its own loop) under SecAgg+ and distributed DP: the trainer
+// knows nothing of either, and the federation trains.
+TEST(Privacy, CAbiApplicationsUnderSecAggAndDistributedDp) {
+  const std::string dir = TempDir("secagg-capi");
+  const int port = FreePort();
+  auto args = AggregatorArgs(port, 6, 3, dir + "/run.jsonl");
+  SetFlag(args, "--model", "linear");
+  for (auto [flag, value] : std::vector<std::pair<std::string, std::string>>{
+           {"--secagg-dropout", "0"}, {"--secagg-range", "4"}, {"--dp-clip", "5"}, {"--dp-noise-multiplier", "0.02"}})
+    SetFlag(args, flag, value);
+  args.push_back("--secagg");
+  Process agg("shoal-aggregator", args, dir + "/agg", OneThreadEnv());
+  std::vector<std::unique_ptr<Process>> apps;
+  for (int i = 0; i < 3; ++i) {
+    std::vector<std::string> a = {"--connect", Endpoint(port), "--partition", std::to_string(i) + "/3"};
+    if (i == 2) a.push_back("--poll");
+    apps.push_back(std::make_unique<Process>("embed_logreg_c", a, dir + "/app" + std::to_string(i)));
+  }
+  ASSERT_EQ(agg.Wait(seconds(120)), 0) << agg.Stderr();
+  for (auto& app : apps) EXPECT_EQ(app->Wait(seconds(30)), 0) << app->Stderr();
+  auto lines = ReadJsonLines(dir + "/run.jsonl");
+  ASSERT_EQ(lines.size(), 6u);
+  for (const auto& l : lines) {
+    EXPECT_EQ(l["clients_reported"], 3) << l.dump();
+    EXPECT_TRUE(l.contains("epsilon") && l.contains("secagg_recovered")) << l.dump();
+    EXPECT_FALSE(l.contains("secagg_aborted")) << l.dump();
+  }
+  EXPECT_GT(lines.back()["test_accuracy"].get<double>(), 0.8) << lines.back().dump();
 }
 
 // shoal-sim, 100 clients: SecAgg+ on a sparse graph with plain, int8 and random-k updates and

@@ -314,6 +314,16 @@ TEST_F(SecAggClientRefuses, AForgedOrMisaddressedShare) {
   EXPECT_FALSE(client(2).OnShares(deliveries_[3], Words(), 0).ok()) << "another client's delivery";
 }
 
+// A server that withholds neighbours' shares (claims they dropped before sharing) would leave
+// the client's input behind its self-mask alone: with fewer than t shares the client refuses.
+TEST_F(SecAggClientRefuses, FewerNeighboursThanTheThreshold) {
+  SharesFor thin = deliveries_[0];
+  thin.shares.resize(setup_.threshold - 1);
+  auto r = client(deliveries_[0].to).OnShares(thin, Words(), 0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("below the threshold"), std::string::npos) << r.status().ToString();
+}
+
 TEST_F(SecAggClientRefuses, OverlappingSurvivorAndDroppedSetsAndTooFewSurvivors) {
   for (auto& d : deliveries_) ASSERT_TRUE(client(d.to).OnShares(d, Words(), 0).ok());
   auto both = client(0).OnUnmask({{0, 1, 2, 3}, {3, 4}});

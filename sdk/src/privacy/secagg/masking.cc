@@ -44,19 +44,22 @@ void DecodeFixedSum(const FixedPoint& fp, std::span<const uint32_t> sum, std::sp
   }
 }
 
-void ApplyMask(const crypto::Key32& key, bool subtract, std::span<uint32_t> v) {
+void ApplyMasks(std::span<const MaskKey> keys, std::span<uint32_t> v) {
   constexpr size_t kWords = 16384;  // 64 KiB of keystream at a time (1024 ChaCha20 blocks)
-  std::vector<uint8_t> stream(kWords * 4);
+  std::vector<uint32_t> stream(kWords);
   const crypto::StreamNonce nonce{};
   for (size_t start = 0; start < v.size(); start += kWords) {
     const size_t n = std::min(kWords, v.size() - start);
-    crypto::ChaCha20(key, nonce, static_cast<uint32_t>(start / 16), std::span<uint8_t>(stream.data(), n * 4));
-    const uint32_t* w = reinterpret_cast<const uint32_t*>(stream.data());
     uint32_t* out = v.data() + start;
-    if (subtract)
-      for (size_t i = 0; i < n; ++i) out[i] -= w[i];
-    else
-      for (size_t i = 0; i < n; ++i) out[i] += w[i];
+    for (const MaskKey& k : keys) {
+      crypto::ChaCha20(k.key, nonce, static_cast<uint32_t>(start / 16),
+                       std::span<uint8_t>(reinterpret_cast<uint8_t*>(stream.data()), n * 4));
+      const uint32_t* w = stream.data();
+      if (k.subtract)
+        for (size_t i = 0; i < n; ++i) out[i] -= w[i];
+      else
+        for (size_t i = 0; i < n; ++i) out[i] += w[i];
+    }
   }
 }
 

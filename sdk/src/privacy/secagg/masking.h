@@ -43,7 +43,13 @@ uint64_t EncodeFixed(const FixedPoint& fp, std::span<const float> x, std::span<u
 // out[i] = sum[i] read as a signed `bits`-bit integer, / s.
 void DecodeFixedSum(const FixedPoint& fp, std::span<const uint32_t> sum, std::span<double> out);
 
-// v += (subtract ? -1 : 1) * ChaCha20(key) mod 2^32, word by word.
-void ApplyMask(const crypto::Key32& key, bool subtract, std::span<uint32_t> v);
+struct MaskKey {
+  crypto::Key32 key;
+  bool subtract = false;
+};
+// v += sum over keys of (subtract ? -1 : 1) * ChaCha20(key) mod 2^32, word by word. Block by
+// block (64 KiB of v at a time, every key's keystream for that block), so v is read and
+// written once whatever the number of keys.
+void ApplyMasks(std::span<const MaskKey> keys, std::span<uint32_t> v);
 
 }  // namespace shoal::privacy::secagg

@@ -173,17 +173,25 @@ StatusOr<MaskedInput> Client::OnShares(const SharesFor& delivery, std::vector<ui
     if (!s.ok() || !b.ok()) return Abort(Status::InvalidArgument("a malformed share from " + std::to_string(sh.from)));
     held_[sh.from] = {*s, *b};
   }
+  // Fewer than t neighbours' keys would leave this input masked by too few pairwise masks: a
+  // server that withholds the others' shares could then unmask it with the self-mask alone.
+  if (held_.size() < setup_.threshold)
+    return Abort(Status::FailedPrecondition("only " + std::to_string(held_.size()) +
+                                            " neighbours shared keys with this client, below the threshold " +
+                                            std::to_string(setup_.threshold)));
   MaskedInput out;
   out.from = index_;
   out.masked = std::move(encoded);
   out.clipped = clipped;
-  ApplyMask(self_seed_, false, out.masked);
+  std::vector<MaskKey> masks = {{self_seed_, false}};
   const auto ctx_mask = Context("shoal secagg v1 mask", session_, round_);
   for (const auto& [v, shares] : held_) {
     auto key = Agree(s_, setup_.roster[v].s_public, ctx_mask);
     if (!key.ok()) return Abort(key.status());
-    ApplyMask(*key, index_ > v, out.masked);
+    masks.push_back({*key, index_ > v});
   }
+  ApplyMasks(masks, out.masked);
+  for (MaskKey& m : masks) m.key.fill(0);
   stage_ = Stage::kMasked;
   return out;
 }
@@ -331,11 +339,12 @@ StatusOr<Result> Server::Finish() {
                                         std::to_string(t));
     return CombineShares(shares, t);
   };
+  std::vector<MaskKey> masks;  // every mask to take off the sum, applied in one pass
   for (uint32_t u : request_.survivors) {
     SHOAL_ASSIGN_OR_RETURN(Secret b, reconstruct(b_shares_, u, "self mask"));
     if (crypto::Hash256(b) != shared_.at(u).self_mask_commitment)
       return Status::Corruption("client " + std::to_string(client_id(u)) + "'s self mask does not match its commitment");
-    ApplyMask(b, true, sum_);
+    masks.push_back({b, true});
   }
   const auto ctx = Context("shoal secagg v1 mask", session_, round_);
   for (uint32_t d : request_.dropped) {
@@ -348,9 +357,10 @@ StatusOr<Result> Server::Finish() {
     for (uint32_t u : neighbours_[d]) {
       if (!masked_.count(u)) continue;
       SHOAL_ASSIGN_OR_RETURN(Key32 key, Agree(pair, setup_.roster[u].s_public, ctx));
-      ApplyMask(key, u < d, sum_);  // u added +mask when u < d: take it off
+      masks.push_back({key, u < d});  // u added +mask when u < d: take it off
     }
   }
+  ApplyMasks(masks, sum_);
   Result r;
   r.sum = std::move(sum_);
   for (uint32_t u : request_.survivors) r.survivors.push_back(client_id(u));

@@ -23,8 +23,9 @@
 // What a client refuses, aborting the round with a clear error and revealing nothing more: a
 // stage out of order or repeated (replay), a session/round it has already run (reused round),
 // a roster without itself or with its own keys altered, a neighbour whose signature fails, a
-// share not addressed to it or that fails authentication, survivors and dropped sets that
-// overlap or name unknown clients, and fewer survivors than the threshold. The server refuses
+// share not addressed to it or that fails authentication, fewer than t neighbours' shares
+// (its input would rest on too few pairwise masks), survivors and dropped sets that overlap or
+// name unknown clients, and fewer survivors than the threshold. The server refuses
 // malformed messages from a client (it leaves that client out) and aborts the round when
 // fewer than t survive or a secret cannot be reconstructed.
 #pragma once

@@ -101,8 +101,8 @@ void Service::Impl::HandleSecAgg(ClientState& c, const protocol::Header& h, prot
 void Service::Impl::AdvanceSecAgg() {
   auto& s = *round_.secagg;
   if (s.stage == Stage::kDone) return;
-  for (auto it = s.waiting.begin(); it != s.waiting.end();)  // failed clients are not waited for
-    it = round_.failures.count(*it) ? s.waiting.erase(it) : std::next(it);
+  for (auto it = s.waiting.begin(); it != s.waiting.end();)  // failed or departed clients are not waited for
+    it = round_.failures.count(*it) || !clients_.count(*it) ? s.waiting.erase(it) : std::next(it);
   const auto now = Clock::now();
   const bool due = s.stage == Stage::kMasked ? now >= round_.deadline : now >= s.stage_deadline;
   if (!s.waiting.empty() && !due) return;
