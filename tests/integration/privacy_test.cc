@@ -210,7 +210,7 @@ TEST(Privacy, SimSecAggWithCompressionAndDistributedDp) {
   SimResult dense = Sim("sa-dense", with({"--secagg", ""}));
   SimResult int8 = Sim("sa-int8", with({"--secagg", "", "--codec", "int8"}));
   SimResult randk = Sim("sa-randk", with({"--secagg", "", "--codec", "randk:ratio=0.1"}));
-  SimResult dp = Sim("sa-dp", with({"--secagg", "", "--dp-clip", "2", "--dp-noise-multiplier", "0.5"}));
+  SimResult dp = Sim("sa-dp", with({"--secagg", "", "--dp-clip", "2", "--dp-noise-multiplier", "0.3"}));
   for (auto* r : {&plain, &dense, &int8, &randk, &dp}) {
     ASSERT_EQ(r->exit_code, 0) << r->err;
     ASSERT_EQ(r->rounds.size(), 4u);
@@ -224,7 +224,7 @@ TEST(Privacy, SimSecAggWithCompressionAndDistributedDp) {
     }
     up_dense += dense.rounds[i]["bytes_up"].get<uint64_t>();
     up_randk += randk.rounds[i]["bytes_up"].get<uint64_t>();
-    EXPECT_NEAR(dp.rounds[i]["epsilon"].get<double>(), EpsilonAfter(1.0, 0.5, i + 1), 1e-9);
+    EXPECT_NEAR(dp.rounds[i]["epsilon"].get<double>(), EpsilonAfter(1.0, 0.3, i + 1), 1e-9);
   }
   const double acc = plain.rounds.back()["test_accuracy"];
   std::printf("digits, 100 simulated clients, 4 rounds: accuracy plain %.4f, SecAgg+ %.4f, int8 %.4f, random-k %.4f, "

@@ -77,6 +77,18 @@ X25519Pair NewX25519() {
   return p;
 }
 
+bool ValidX25519Public(const Key32& public_key) {
+  EnsureInit();
+  static const Key32 probe = [] {  // any scalar: libsodium refuses a product that is all zero
+    Key32 k{};
+    k[0] = 0x58;
+    k[31] = 0x40;
+    return k;
+  }();
+  Key32 out{};
+  return crypto_scalarmult(out.data(), probe.data(), public_key.data()) == 0;
+}
+
 Key32 X25519Public(const Key32& secret_key) {
   EnsureInit();
   Key32 pk{};

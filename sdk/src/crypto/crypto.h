@@ -49,6 +49,8 @@ struct X25519Pair {
   Key32 secret_key{};
 };
 X25519Pair NewX25519();
+// False for a low-order point (agreement with it gives the all-zero secret).
+bool ValidX25519Public(const Key32& public_key);
 Key32 X25519Public(const Key32& secret_key);
 // BLAKE2b-256(X25519(secret, their_public) || min(pk) || max(pk) || context): the same 32-byte
 // key on both sides, bound to both public keys and to `context`. False when their_public is a

@@ -1,5 +1,6 @@
 #include "runtime/secure_sum.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "codec/round_context.h"
@@ -21,16 +22,18 @@ SecureSumPlan PlanSecureSum(const codec::Codec& codec, uint64_t task_seed, uint6
 }
 
 EncodedUpdate EncodeSecureUpdate(const SecureSumPlan& plan, std::span<const float> delta,
-                                 const protocol::PrivacyConfig& p, uint32_t roster_size,
+                                 const protocol::PrivacyConfig& p, uint32_t threshold,
                                  privacy::SecureRandom& random) {
   std::vector<float> values(plan.coordinates.size());
   for (size_t i = 0; i < values.size(); ++i) values[i] = delta[plan.coordinates[i]];
   if (p.dp_clip > 0) {
+    const double rounding = std::sqrt(static_cast<double>(values.size())) / (2 * plan.encoding.scale);
+    const double clip = std::max(p.dp_clip - rounding, 0.0);
     double sq = 0.0;
     for (float v : values) sq += static_cast<double>(v) * v;
     const double norm = std::sqrt(sq);
-    if (norm > p.dp_clip) {
-      const double scale = p.dp_clip * (1.0 - 0x1p-20) / norm;
+    if (norm > clip) {
+      const double scale = norm > 0 ? clip * (1.0 - 0x1p-20) / norm : 0.0;
       for (float& v : values) v = static_cast<float>(v * scale);
     }
   }
@@ -39,7 +42,7 @@ EncodedUpdate EncodeSecureUpdate(const SecureSumPlan& plan, std::span<const floa
   out.clipped = privacy::secagg::EncodeFixed(plan.encoding, values, out.words);
   if (p.dp_clip > 0 && p.dp_noise_multiplier > 0) {
     const double sigma_sum = p.dp_noise_multiplier * p.dp_clip * plan.encoding.scale;
-    privacy::DiscreteGaussian noise(&random, static_cast<uint64_t>(std::llround(sigma_sum * sigma_sum / roster_size)));
+    privacy::DiscreteGaussian noise(&random, static_cast<uint64_t>(std::ceil(sigma_sum * sigma_sum / std::max(threshold, 1u))));
     privacy::AddDiscreteGaussian(noise, out.words);
   }
   return out;

@@ -1,11 +1,15 @@
 // What an update becomes under secure aggregation, on both sides of a round: the coordinates
 // masked (all, or the round's shared-seed random-k selection), the fixed-point encoding, and
 // for distributed DP the client's L2 clip and its share of discrete Gaussian noise.
-//   client: delta -> pick coordinates -> [DP: clip to C] -> fixed point (range clipped,
-//           counted) -> [DP: + N_Z(0, (z C s)^2 / n)] -> words      (then masked by SecAgg+)
+//   client: delta -> pick coordinates -> [DP: clip to C - sqrt(d) / (2 s)] -> fixed point
+//           (range clipped, counted) -> [DP: + N_Z(0, ceil((z C s)^2 / t))] -> words
+//           (then masked by SecAgg+)
 //   server: sum of words mod 2^bits -> signed -> / s / survivors -> scattered into a dense delta
-// n is the Setup's roster size: with every client of the roster surviving, the sum carries
-// noise of stddev z C (the accountant charges z sqrt(survivors / selected), wrappers/dp.h).
+// With DP the L2 clip leaves room for rounding (d values, each moved at most 1/2 unit), so the
+// encoded vector's norm is at most C s units: the sensitivity the noise is calibrated to. The
+// noise share is calibrated to the threshold t, the fewest survivors a sum can have (the
+// aggregator and every client refuse fewer), so every released sum carries noise of at least
+// z C s and the accountant charges z (wrappers/dp.h).
 #pragma once
 
 #include <cstdint>
@@ -34,8 +38,9 @@ struct EncodedUpdate {
   std::vector<uint32_t> words;
   uint64_t clipped = 0;  // values clipped to the range
 };
+// threshold: the Setup's t (the noise share's divisor).
 EncodedUpdate EncodeSecureUpdate(const SecureSumPlan& plan, std::span<const float> delta,
-                                 const protocol::PrivacyConfig& privacy, uint32_t roster_size,
+                                 const protocol::PrivacyConfig& privacy, uint32_t threshold,
                                  privacy::SecureRandom& random);
 // The mean of the survivors' updates as a dense delta of n values.
 std::vector<float> DecodeSecureMean(const SecureSumPlan& plan, std::span<const uint32_t> sum, uint32_t survivors,

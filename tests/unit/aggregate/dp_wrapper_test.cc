@@ -107,7 +107,7 @@ TEST(DpWrapper, CheckpointStateRestoresTheAccountantAndTheClip) {
   EXPECT_EQ(b->SaveState(), a->SaveState());
   EXPECT_EQ(b->StopBefore(4), a->StopBefore(4));
   EXPECT_FALSE(b->LoadState("").ok()) << "a checkpoint written without DP";
-  EXPECT_FALSE(b->LoadState("dp1 -1\nrdp1 0 0\n").ok());
+  EXPECT_FALSE(b->LoadState("dp2 -1\nrdp1 0 0\nrdp1 0 0\n").ok());
 }
 
 TEST(DpWrapper, RefusesBadSettings) {
@@ -138,8 +138,9 @@ TEST(DpWrapper, WrapsDemoAndKeepsItsName) {
   EXPECT_FLOAT_EQ((**agg)[1], -0.5f);
 }
 
-// Distributed mode: the one secure aggregate passes unchanged (the clients clipped and noised),
-// and the accountant charges the noise that survived: z sqrt(survivors / selected).
+// Distributed mode: the one secure aggregate passes unchanged (the clients clipped and noised,
+// calibrated to the threshold), the accountant charges z, and against the aggregator (which
+// knows the sample) epsilon is composed at q = 1.
 TEST(DpWrapper, DistributedModeAccountsTheSurvivingNoise) {
   auto s = Wrapped({.clip = 1.0, .noise_multiplier = 2.0, .distributed = true}, 0.5);
   const std::vector<ClientFailure> dropped = {{"x", 9, "deadline"}};
@@ -150,9 +151,14 @@ TEST(DpWrapper, DistributedModeAccountsTheSurvivingNoise) {
   ASSERT_TRUE(agg.ok() && agg->has_value());
   EXPECT_EQ((**agg)[0], 5.0f) << "no clipping or noise at the aggregator";
   EXPECT_EQ((**agg)[1], -7.0f);
-  privacy::RdpAccountant ref;
-  ASSERT_TRUE(ref.Compose(0.5, 2.0 * std::sqrt(3.0 / 4.0)).ok());
+  privacy::RdpAccountant ref, ref_aggregator;
+  ASSERT_TRUE(ref.Compose(0.5, 2.0).ok());
+  ASSERT_TRUE(ref_aggregator.Compose(1.0, 2.0).ok());
   EXPECT_DOUBLE_EQ(Metric(*s, "epsilon"), ref.Spent(1e-5)->epsilon);
+  EXPECT_DOUBLE_EQ(Metric(*s, "epsilon_vs_aggregator"), ref_aggregator.Spent(1e-5)->epsilon);
+  auto restored = Wrapped({.clip = 1.0, .noise_multiplier = 2.0, .distributed = true}, 0.5);
+  ASSERT_TRUE(restored->LoadState(s->SaveState()).ok());
+  EXPECT_EQ(restored->SaveState(), s->SaveState());
   auto inner = MakeStrategy({});
   EXPECT_FALSE(WrapWithDp(std::move(*inner), {.clip = 1.0, .noise_multiplier = 1.0, .clip_quantile = 0.5, .distributed = true}, 1.0, 0).ok())
       << "adaptive clipping needs the central mode";

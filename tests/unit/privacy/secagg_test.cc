@@ -146,17 +146,19 @@ struct Party {
   std::unique_ptr<Client> client;
 };
 
-std::vector<Party> MakeParties(uint32_t n) {
+// policy: what the clients accept (honest-but-curious tests lower the threshold's floor).
+std::vector<Party> MakeParties(uint32_t n, ClientPolicy policy = {}) {
   std::vector<Party> p(n);
   for (uint32_t i = 0; i < n; ++i) {
     p[i].keys = *crypto::GenerateKeyPair();
-    p[i].client = std::make_unique<Client>(100 + 3 * i, p[i].keys.sign_secret);  // ids not equal to indices
+    p[i].client = std::make_unique<Client>(100 + 3 * i, p[i].keys.sign_secret, policy);  // ids not equal to indices
   }
   return p;
 }
 
 struct Plan {
   uint32_t n = 10, length = 16, threshold = 0;
+  double min_threshold_fraction = 0.5;
   std::set<uint32_t> no_advert = {}, no_shares = {}, no_masked = {}, no_unmask = {};  // party positions dropping at each stage
 };
 
@@ -174,7 +176,8 @@ Outcome Failed(Status st) {
 
 Outcome RunProtocol(std::vector<Party>& parties, const Plan& plan, uint64_t seed, uint64_t round = 1) {
   Outcome out;
-  ServerOptions so{.range = 1.0, .length = plan.length, .dropout = 0.3, .threshold = plan.threshold};
+  ServerOptions so{.range = 1.0, .length = plan.length, .dropout = 0.3, .threshold = plan.threshold,
+                   .min_threshold_fraction = plan.min_threshold_fraction};
   Server server(7, round, so);
   Rng rng(seed, 99);
   std::map<uint32_t, uint32_t> party_of;  // client id -> party position
@@ -230,14 +233,16 @@ Outcome RunProtocol(std::vector<Party>& parties, const Plan& plan, uint64_t seed
 
 // 1,000 seeds, 10 clients: 3 drop after sharing keys (before MaskedInput) and 3 more after it
 // (they never answer Unmask); the unmasked sum equals the plaintext modular sum bit for bit.
+// Only 4 answer Unmask, so the threshold is 3 of 9 neighbours: an honest-but-curious setting,
+// which the clients must be told to accept (ClientPolicy).
 TEST(SecAgg, UnmaskedSumIsExactUnderDropoutsBeforeAndAfterMaskedInput) {
-  auto parties = MakeParties(10);
+  auto parties = MakeParties(10, ClientPolicy{.min_threshold_fraction = 0.0});
   for (uint64_t seed = 0; seed < 1000; ++seed) {
     Rng rng(seed);
     std::vector<uint32_t> order(10);
     std::iota(order.begin(), order.end(), 0u);
     rng.Shuffle(std::span<uint32_t>(order));
-    Plan plan{.threshold = 3};
+    Plan plan{.threshold = 3, .min_threshold_fraction = 0.0};
     plan.no_masked = {order[0], order[1], order[2]};
     plan.no_unmask = {order[3], order[4], order[5]};
     Outcome o = RunProtocol(parties, plan, seed, seed + 1);
@@ -346,6 +351,82 @@ TEST_F(SecAggClientRefuses, ReplayedStagesAndAReusedRound) {
   auto reused = client(2).Start(7, 1);
   ASSERT_FALSE(reused.ok());
   EXPECT_NE(reused.status().message().find("reused"), std::string::npos);
+}
+
+// The threshold floor holds on both sides: a server refuses to set t <= k/2, and a client
+// refuses such a Setup from a server that does anyway (or one with too many neighbours).
+TEST(SecAgg, AThresholdAtMostHalfTheNeighboursIsRefused) {
+  auto parties = MakeParties(5);
+  Server strict(7, 1, ServerOptions{.range = 1.0, .length = 4, .threshold = 2});
+  Server lax(7, 1, ServerOptions{.range = 1.0, .length = 4, .threshold = 2, .min_threshold_fraction = 0.0});
+  for (auto& p : parties) {
+    auto a = *p.client->Start(7, 1);
+    ASSERT_TRUE(strict.AddAdvert(a).ok());
+    ASSERT_TRUE(lax.AddAdvert(a).ok());
+  }
+  auto refused = strict.CloseAdverts();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("at most half"), std::string::npos) << refused.status().ToString();
+  const secagg::Setup low = *lax.CloseAdverts();
+  auto r = parties[0].client->OnSetup(low);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("too low"), std::string::npos) << r.status().ToString();
+  auto big = MakeParties(1, ClientPolicy{.max_degree = 3});
+  secagg::Setup wide = low;
+  wide.threshold = 4;
+  (void)big[0].client->Start(7, 1);
+  EXPECT_FALSE(big[0].client->OnSetup(wide).ok()) << "4 neighbours over a policy of 3";
+}
+
+// The server refuses adverts that would sabotage the neighbours' key agreement: a low-order
+// point, or another client's key.
+TEST(SecAgg, ServerRefusesLowOrderAndRepeatedKeys) {
+  auto parties = MakeParties(2);
+  Server server(7, 1, ServerOptions{.range = 1.0, .length = 4});
+  auto a = *parties[0].client->Start(7, 1);
+  ASSERT_TRUE(server.AddAdvert(a).ok());
+  auto b = *parties[1].client->Start(7, 1);
+  AdvertiseKeys copy = b;
+  copy.s_public = a.s_public;
+  copy.signature = crypto::Sign(AdvertMessage(7, 1, copy), parties[1].keys.sign_secret);
+  EXPECT_FALSE(server.AddAdvert(copy).ok()) << "another client's key";
+  AdvertiseKeys low = b;
+  low.c_public = {};  // u = 1, a point of order 4: its agreement is all zero
+  low.c_public[0] = 1;
+  low.signature = crypto::Sign(AdvertMessage(7, 1, low), parties[1].keys.sign_secret);
+  EXPECT_FALSE(server.AddAdvert(low).ok()) << "a low-order point";
+  EXPECT_TRUE(server.AddAdvert(b).ok());
+}
+
+// A forged share among more than t is left out; a share revealed twice is refused.
+TEST(SecAgg, OneForgedUnmaskShareIsToleratedAndRepeatsRefused) {
+  auto parties = MakeParties(6);
+  Server server(7, 1, ServerOptions{.range = 1.0, .length = 4, .dropout = 0.0});
+  for (auto& p : parties) ASSERT_TRUE(server.AddAdvert(*p.client->Start(7, 1)).ok());
+  const secagg::Setup setup = *server.CloseAdverts();  // 5 neighbours, t = 3
+  std::map<uint32_t, Client*> by_index;
+  for (auto& p : parties) {
+    ASSERT_TRUE(server.AddShareKeys(*p.client->OnSetup(setup)).ok());
+    by_index[p.client->index()] = p.client.get();
+  }
+  const std::vector<SharesFor> deliveries = *server.CloseShareKeys();
+  for (const auto& d : deliveries) ASSERT_TRUE(server.AddMasked(*by_index[d.to]->OnShares(d, {1, 2, 3, 4}, 0)).ok());
+  const UnmaskRequest request = *server.CloseMasked();
+  bool forged = false;
+  for (const auto& [index, c] : by_index) {
+    UnmaskShares reveal = *c->OnUnmask(request);
+    if (!forged) {
+      UnmaskShares twice = reveal;
+      twice.shares.push_back(twice.shares.front());
+      EXPECT_FALSE(server.AddUnmask(twice).ok()) << "the same owner's share twice";
+      reveal.shares.front().y[0] ^= 1;  // a forged share of one client's self mask
+      forged = true;
+    }
+    ASSERT_TRUE(server.AddUnmask(reveal).ok());
+  }
+  auto result = server.Finish();
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  for (uint32_t i = 0; i < 4; ++i) EXPECT_EQ(result->sum[i], 6 * (i + 1));
 }
 
 TEST(SecAgg, ClientRefusesARosterThatAltersItsKeysOrForgesANeighbour) {

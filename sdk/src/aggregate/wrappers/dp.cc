@@ -20,6 +20,9 @@ struct DpState {
   double z = 0.0;           // noise multiplier the accountant charges
   double clip = 0.0;        // C for the next round
   privacy::RdpAccountant accountant;
+  // Distributed mode: the aggregator draws the sample and sees who is in it, so against it
+  // the sampling amplifies nothing: this one composes every round at q = 1.
+  privacy::RdpAccountant aggregator_accountant;
   privacy::SecureRandom random;
   std::vector<StrategyMetric> last;  // the last released round's metrics
 };
@@ -56,9 +59,12 @@ class DpAccumulator final : public Accumulator {
     DpState& s = *state_;
     if (s.options.distributed) {
       if (!aggregate_weight_) return inner_->Finish(failures);  // nothing released
-      const double survivors = static_cast<double>(aggregate_weight_);
-      const double z = s.z * std::sqrt(survivors / (survivors + static_cast<double>(failures.size())));
-      SHOAL_RETURN_IF_ERROR(Charge(z, s.z * clip_ / survivors));
+      // The clients' noise is calibrated to the threshold, the fewest survivors a sum has:
+      // at least z C on every released sum.
+      SHOAL_RETURN_IF_ERROR(Charge(s.z, s.z * clip_ / static_cast<double>(aggregate_weight_)));
+      SHOAL_RETURN_IF_ERROR(s.aggregator_accountant.Compose(1.0, s.z));
+      SHOAL_ASSIGN_OR_RETURN(privacy::Epsilon against, s.aggregator_accountant.Spent(s.options.delta));
+      s.last.push_back({"epsilon_vs_aggregator", against.epsilon});
       return inner_->Finish(failures);
     }
     const double z = s.z;
@@ -139,21 +145,31 @@ class DpStrategy final : public Strategy {
     return std::string(why);
   }
 
-  // "dp1 CLIP\n" + accountant + "\n" + the wrapped strategy's state.
+  // "dp2 CLIP\n" + accountant + "\n" + the aggregator's accountant + "\n" + the wrapped
+  // strategy's state.
   std::string SaveState() const override {
     char head[64];
-    std::snprintf(head, sizeof head, "dp1 %a\n", state_.clip);
-    return head + state_.accountant.Save() + "\n" + inner_->SaveState();
+    std::snprintf(head, sizeof head, "dp2 %a\n", state_.clip);
+    return head + state_.accountant.Save() + "\n" + state_.aggregator_accountant.Save() + "\n" + inner_->SaveState();
   }
   Status LoadState(const std::string& state) override {
-    const size_t first = state.find('\n');
-    const size_t second = first == std::string::npos ? first : state.find('\n', first + 1);
-    if (second == std::string::npos || state.compare(0, 4, "dp1 ") != 0)
-      return Status::Corruption("the checkpoint holds no DP state (was it written without --dp-clip?)");
+    size_t ends[3];
+    size_t at = 0;
+    for (size_t& e : ends) {
+      e = state.find('\n', at);
+      if (e == std::string::npos) break;
+      at = e + 1;
+    }
+    if (at == 0 || ends[2] == std::string::npos || state.compare(0, 4, "dp2 ") != 0)
+      return Status::Corruption("the checkpoint holds no DP state of this version (was it written without --dp-clip?)");
     const double clip = std::strtod(state.c_str() + 4, nullptr);
     if (!(clip > 0.0) || !std::isfinite(clip)) return Status::Corruption("DP state: bad clip norm");
-    SHOAL_RETURN_IF_ERROR(state_.accountant.Load(state.substr(first + 1, second - first - 1)));
-    SHOAL_RETURN_IF_ERROR(inner_->LoadState(state.substr(second + 1)));
+    privacy::RdpAccountant models = state_.accountant, aggregator = state_.aggregator_accountant;
+    SHOAL_RETURN_IF_ERROR(models.Load(state.substr(ends[0] + 1, ends[1] - ends[0] - 1)));
+    SHOAL_RETURN_IF_ERROR(aggregator.Load(state.substr(ends[1] + 1, ends[2] - ends[1] - 1)));
+    SHOAL_RETURN_IF_ERROR(inner_->LoadState(state.substr(ends[2] + 1)));
+    state_.accountant = std::move(models);
+    state_.aggregator_accountant = std::move(aggregator);
     state_.clip = clip;
     return Status::Ok();
   }

@@ -24,11 +24,13 @@
 // exceed --dp-epsilon-budget. The clip norm and the accountant's state are checkpointed.
 //
 // Distributed mode (--dp-mode distributed, with --secagg): clipping and noise happen on the
-// clients, each adding a discrete Gaussian of variance (z C)^2 / n in fixed-point units for a
-// roster of n, so the unmasked sum carries N_Z(0, (z C)^2) when all n survive. The wrapper
-// passes the secure aggregate on and charges the accountant z sqrt(survivors / selected),
-// the noise actually present when clients dropped (the sum of discrete Gaussians is treated as
-// a Gaussian: Kairouz et al. ICML'21 bound the difference, negligible at these scales).
+// clients (runtime/secure_sum.h), each adding a discrete Gaussian of variance (z C)^2 / t in
+// fixed-point units for the round's SecAgg threshold t, the fewest survivors any unmasked sum
+// has, so every released sum carries noise of stddev at least z C. The wrapper passes the
+// secure aggregate on and charges z (the sum of discrete Gaussians is treated as a Gaussian:
+// Kairouz et al. ICML'21 bound the difference, negligible at these scales). It also reports
+// epsilon_vs_aggregator, composed at q = 1: the aggregator draws the Poisson sample, so
+// sampling hides nothing from it.
 //
 // Refuses at creation: C <= 0, neither or both of z and a target epsilon, a target without
 // --rounds, delta outside (0, 1), a quantile outside [0, 1), and a strategy that needs

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 namespace shoal::privacy::secagg {
 namespace {
@@ -62,7 +63,8 @@ std::vector<uint8_t> AdvertMessage(uint64_t session, uint64_t round, const Adver
 
 // ---- Client ------------------------------------------------------------------------------
 
-Client::Client(uint32_t client_id, std::span<const uint8_t, 64> identity_secret) : client_id_(client_id) {
+Client::Client(uint32_t client_id, std::span<const uint8_t, 64> identity_secret, ClientPolicy policy)
+    : client_id_(client_id), policy_(policy) {
   std::copy(identity_secret.begin(), identity_secret.end(), identity_secret_.begin());
   std::copy(identity_secret.begin() + 32, identity_secret.end(), identity_public_.begin());  // seed || public
 }
@@ -99,6 +101,13 @@ StatusOr<ShareKeys> Client::OnSetup(const Setup& setup) {
   if (n < 2 || setup.degree == 0 || setup.degree >= n || setup.threshold == 0 || setup.threshold > setup.degree ||
       setup.length == 0 || !(setup.range > 0) || !std::isfinite(setup.range) || (setup.bits != 16 && setup.bits != 32))
     return Abort(Status::InvalidArgument("Setup parameters out of range"));
+  if (setup.degree > policy_.max_degree)
+    return Abort(Status::InvalidArgument("Setup asks for " + std::to_string(setup.degree) + " neighbours, over this client's " +
+                                         std::to_string(policy_.max_degree)));
+  if (static_cast<double>(setup.threshold) <= policy_.min_threshold_fraction * setup.degree)
+    return Abort(Status::InvalidArgument("Setup's threshold " + std::to_string(setup.threshold) + " of " +
+                                         std::to_string(setup.degree) +
+                                         " neighbours is too low: a server could collect both of a client's secrets"));
   std::optional<uint32_t> me;
   for (uint32_t i = 0; i < n; ++i) {
     if (i && setup.roster[i].client_id <= setup.roster[i - 1].client_id)
@@ -235,6 +244,14 @@ Status Server::AddAdvert(const AdvertiseKeys& a) {
   if (adverts_.count(a.client_id)) return Status::InvalidArgument("a second AdvertiseKeys from this client");
   if (!crypto::Verify(a.signature, AdvertMessage(session_, round_, a), a.identity))
     return Status::InvalidArgument("AdvertiseKeys signature does not verify");
+  // A low-order point or another client's key would make every neighbour's key agreement fail
+  // (and abort their round): refused here, at the one client that sent it.
+  if (!crypto::ValidX25519Public(a.c_public) || !crypto::ValidX25519Public(a.s_public) || a.c_public == a.s_public)
+    return Status::InvalidArgument("AdvertiseKeys holds a low-order or repeated X25519 key");
+  for (const auto& [id, other] : adverts_)
+    if (other.c_public == a.c_public || other.s_public == a.s_public || other.c_public == a.s_public ||
+        other.s_public == a.c_public || other.identity == a.identity)
+      return Status::InvalidArgument("AdvertiseKeys repeats another client's key");
   adverts_[a.client_id] = a;
   return Status::Ok();
 }
@@ -245,6 +262,9 @@ StatusOr<Setup> Server::CloseAdverts() {
   if (o_.length == 0 || !(o_.range > 0)) return Status::InvalidArgument("secure aggregation: length and range must be positive");
   SHOAL_ASSIGN_OR_RETURN(Params p, DeriveParams(static_cast<uint32_t>(adverts_.size()), o_.dropout, o_.corrupt,
                                                 o_.degree, o_.threshold));
+  if (static_cast<double>(p.threshold) <= o_.min_threshold_fraction * p.degree)
+    return Status::InvalidArgument("threshold " + std::to_string(p.threshold) + " is at most half of the " +
+                                   std::to_string(p.degree) + " neighbours, which clients refuse");
   setup_ = Setup{session_, round_, p.degree, p.threshold, crypto::RandomU64(), o_.range, o_.length, o_.bits, {}};
   for (const auto& [id, a] : adverts_) setup_.roster.push_back(a);
   const uint32_t n = p.n;
@@ -290,6 +310,7 @@ Status Server::AddMasked(const MaskedInput& m) {
   if (m.masked.size() != sum_.size())
     return Status::InvalidArgument("MaskedInput has " + std::to_string(m.masked.size()) + " values, expected " +
                                    std::to_string(sum_.size()));
+  if (m.clipped > m.masked.size()) return Status::InvalidArgument("MaskedInput claims more clipped values than it has");
   for (size_t i = 0; i < sum_.size(); ++i) sum_[i] += m.masked[i];
   clipped_ += m.clipped;
   masked_[m.from] = MaskedInput{m.from, {}, m.clipped};
@@ -314,7 +335,9 @@ Status Server::AddUnmask(const UnmaskShares& m) {
   if (!Contains(request_.survivors, m.from) || unmasked_.count(m.from))
     return Status::InvalidArgument("UnmaskShares from a client that is not a survivor, or repeated");
   std::vector<std::pair<uint32_t, std::pair<bool, Share>>> accepted;
+  std::set<uint32_t> owners;
   for (const RevealedShare& r : m.shares) {
+    if (!owners.insert(r.owner).second) return Status::InvalidArgument("UnmaskShares reveals two shares of one client");
     const bool dropped = Contains(request_.dropped, r.owner);
     if (!Contains(neighbours_[m.from], r.owner) || !shared_.count(r.owner) || r.mask_key != dropped)
       return Status::InvalidArgument("UnmaskShares reveals a share it cannot hold");
@@ -330,30 +353,45 @@ StatusOr<Result> Server::Finish() {
   if (stage_ != 3) return Status::FailedPrecondition("secure aggregation round is not at Unmask");
   stage_ = 4;
   const uint32_t t = setup_.threshold;
-  auto reconstruct = [&](std::map<uint32_t, std::vector<Share>>& by_owner, uint32_t owner,
-                         const char* what) -> StatusOr<Secret> {
+  // The secret of `owner` from its shares: the first t, or with one share left out at a time
+  // when those fail `check` (a forged share), as long as t remain.
+  auto reconstruct = [&](std::map<uint32_t, std::vector<Share>>& by_owner, uint32_t owner, const char* what,
+                         const std::function<bool(const Secret&)>& check) -> StatusOr<Secret> {
     const auto& shares = by_owner[owner];
     if (shares.size() < t)
       return Status::FailedPrecondition("only " + std::to_string(shares.size()) + " shares of client " +
                                         std::to_string(client_id(owner)) + "'s " + what + ", threshold " +
                                         std::to_string(t));
-    return CombineShares(shares, t);
+    auto first = CombineShares(shares, t);
+    if (first.ok() && check(*first)) return first;
+    for (size_t skip = 0; shares.size() > t && skip < shares.size(); ++skip) {
+      std::vector<Share> rest;
+      for (size_t i = 0; i < shares.size(); ++i)
+        if (i != skip) rest.push_back(shares[i]);
+      auto s = CombineShares(rest, t);
+      if (s.ok() && check(*s)) return s;
+    }
+    return Status::Corruption("the shares of client " + std::to_string(client_id(owner)) + "'s " + what +
+                              " do not reconstruct it (forged shares)");
   };
   std::vector<MaskKey> masks;  // every mask to take off the sum, applied in one pass
   for (uint32_t u : request_.survivors) {
-    SHOAL_ASSIGN_OR_RETURN(Secret b, reconstruct(b_shares_, u, "self mask"));
-    if (crypto::Hash256(b) != shared_.at(u).self_mask_commitment)
-      return Status::Corruption("client " + std::to_string(client_id(u)) + "'s self mask does not match its commitment");
+    const Key32 commitment = shared_.at(u).self_mask_commitment;
+    SHOAL_ASSIGN_OR_RETURN(Secret b, reconstruct(b_shares_, u, "self mask",
+                                                 [&](const Secret& s) { return crypto::Hash256(s) == commitment; }));
     masks.push_back({b, true});
   }
   const auto ctx = Context("shoal secagg v1 mask", session_, round_);
   for (uint32_t d : request_.dropped) {
-    SHOAL_ASSIGN_OR_RETURN(Secret s, reconstruct(s_shares_, d, "mask key (dropped)"));
+    const Key32 s_public = setup_.roster[d].s_public;
+    SHOAL_ASSIGN_OR_RETURN(Secret s, reconstruct(s_shares_, d, "mask key (dropped)", [&](const Secret& k) {
+                             Key32 sk;
+                             std::copy(k.begin(), k.end(), sk.begin());
+                             return crypto::X25519Public(sk) == s_public;
+                           }));
     crypto::X25519Pair pair;
     std::copy(s.begin(), s.end(), pair.secret_key.begin());
-    pair.public_key = setup_.roster[d].s_public;
-    if (crypto::X25519Public(pair.secret_key) != pair.public_key)
-      return Status::Corruption("dropped client " + std::to_string(client_id(d)) + "'s reconstructed key does not match");
+    pair.public_key = s_public;
     for (uint32_t u : neighbours_[d]) {
       if (!masked_.count(u)) continue;
       SHOAL_ASSIGN_OR_RETURN(Key32 key, Agree(pair, setup_.roster[u].s_public, ctx));

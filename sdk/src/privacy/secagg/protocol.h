@@ -21,13 +21,16 @@
 //                    their masks and returns sum_{u in U3} fixed(x_u) mod 2^32.
 //
 // What a client refuses, aborting the round with a clear error and revealing nothing more: a
+// threshold at most half its neighbours or a degree above its policy (ClientPolicy), a
 // stage out of order or repeated (replay), a session/round it has already run (reused round),
 // a roster without itself or with its own keys altered, a neighbour whose signature fails, a
 // share not addressed to it or that fails authentication, fewer than t neighbours' shares
 // (its input would rest on too few pairwise masks), survivors and dropped sets that overlap or
 // name unknown clients, and fewer survivors than the threshold. The server refuses
-// malformed messages from a client (it leaves that client out) and aborts the round when
-// fewer than t survive or a secret cannot be reconstructed.
+// malformed messages from a client (it leaves that client out): low-order or repeated public
+// keys, a share revealed twice; it aborts the round when fewer than t survive or a secret
+// cannot be reconstructed from any t of its shares less one (one forged share is tolerated
+// when t + 1 arrived).
 #pragma once
 
 #include <array>
@@ -103,13 +106,22 @@ struct UnmaskShares {
   std::vector<RevealedShare> shares;
 };
 
+// What a client accepts from a Setup, whatever the server says.
+struct ClientPolicy {
+  // The threshold must exceed this share of the neighbours: with t > k/2 a server that tells
+  // different neighbours different survivor sets still cannot collect t shares of both of a
+  // client's secrets. 0 accepts any t (secure only against an honest-but-curious server).
+  double min_threshold_fraction = 0.5;
+  uint32_t max_degree = 4096;  // bounds the work a Setup can ask for (Shamir is O(k t))
+};
+
 // The client's half. Not thread-safe; one object per client, used for many rounds.
 class Client {
  public:
   enum class Stage { kIdle, kAdvertised, kShared, kMasked, kDone, kAborted };
 
   // identity_secret: libsodium's 64-byte Ed25519 secret key.
-  Client(uint32_t client_id, std::span<const uint8_t, 64> identity_secret);
+  Client(uint32_t client_id, std::span<const uint8_t, 64> identity_secret, ClientPolicy policy = {});
 
   StatusOr<AdvertiseKeys> Start(uint64_t session, uint64_t round);
   StatusOr<ShareKeys> OnSetup(const Setup& setup);
@@ -124,6 +136,7 @@ class Client {
   Status Abort(Status why);
 
   uint32_t client_id_;
+  ClientPolicy policy_;
   std::array<uint8_t, 64> identity_secret_;
   Key32 identity_public_{};
   Stage stage_ = Stage::kIdle;
@@ -143,6 +156,7 @@ struct ServerOptions {
   uint32_t bits = 32;
   double dropout = 0.2, corrupt = 0.0;
   uint32_t degree = 0, threshold = 0;  // overrides (0 = derive)
+  double min_threshold_fraction = 0.5;  // as ClientPolicy: a lower threshold aborts the round at Setup
 };
 
 struct Result {

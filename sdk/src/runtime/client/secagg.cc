@@ -38,6 +38,10 @@ Status Client::Impl::HandleSecAgg(const protocol::Header& h, protocol::Message& 
     return Status::Ok();  // the aggregator counts this client out of the round; keep serving
   };
   if (auto* setup = std::get_if<privacy::secagg::Setup>(&m.body)) {
+    const protocol::PrivacyConfig& privacy = welcome_->privacy;
+    if (setup->range != privacy.secagg_range || setup->bits != privacy.secagg_bits ||
+        setup->length != runtime::SecureSumLength(*up_codec_, welcome_->task.seed, round))
+      return fail(Status::InvalidArgument("the Setup's range, width or length differs from the task's"));
     auto shares = secagg_->OnSetup(*setup);
     if (!shares.ok()) return fail(shares.status());
     secagg_setup_ = *setup;
@@ -74,7 +78,8 @@ void Client::Impl::SendMaskedIfReady() {
   const protocol::PrivacyConfig& privacy = welcome_->privacy;
   const uint32_t roster = static_cast<uint32_t>(secagg_setup_->roster.size());
   const runtime::SecureSumPlan plan = runtime::PlanSecureSum(*up_codec_, welcome_->task.seed, round, privacy, roster);
-  runtime::EncodedUpdate encoded = runtime::EncodeSecureUpdate(plan, u.delta, privacy, roster, dp_random_);
+  runtime::EncodedUpdate encoded =
+      runtime::EncodeSecureUpdate(plan, u.delta, privacy, secagg_setup_->threshold, dp_random_);
   auto masked = secagg_->OnShares(*secagg_shares_, std::move(encoded.words), encoded.clipped);
   if (!masked.ok()) {
     spdlog::error("round {}: {}", round, masked.status().message());

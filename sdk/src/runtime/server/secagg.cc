@@ -113,6 +113,14 @@ void Service::Impl::AdvanceSecAgg() {
     case Stage::kKeys: {
       auto setup = s.server->CloseAdverts();
       if (!setup.ok()) return AbortSecAgg(setup.status().message());
+      const uint32_t n = static_cast<uint32_t>(setup->roster.size());
+      s.plan = runtime::PlanSecureSum(*up_codec_, o_.seed, round_.number, privacy_, n);
+      if (!s.plan.encoding.Fits(n, 8 * privacy_.dp_clip * privacy_.dp_noise_multiplier))
+        return AbortSecAgg("the sum of " + std::to_string(n) + " int8 updates does not fit 16 bits");
+      if (privacy_.dp_clip > 0 &&
+          std::sqrt(static_cast<double>(s.plan.coordinates.size())) / (2 * s.plan.encoding.scale) >= privacy_.dp_clip / 2)
+        return AbortSecAgg("--dp-clip is too small for the fixed-point resolution of " +
+                           std::to_string(s.plan.coordinates.size()) + " values");
       const auto frame = std::make_shared<const Frame>(protocol::EncodeSecAggSetup(Header(round_.number), *setup));
       for (uint32_t i = 0; i < setup->roster.size(); ++i) {
         const uint32_t id = setup->roster[i].client_id;
@@ -122,10 +130,6 @@ void Service::Impl::AdvanceSecAgg() {
       }
       for (uint32_t id : round_.selected)
         if (!s.index_of.count(id)) FailClient(id, "secure aggregation: no keys advertised");
-      s.plan = runtime::PlanSecureSum(*up_codec_, o_.seed, round_.number, privacy_,
-                                      static_cast<uint32_t>(setup->roster.size()));
-      if (!s.plan.encoding.Fits(static_cast<uint32_t>(setup->roster.size()), 8 * privacy_.dp_clip * privacy_.dp_noise_multiplier))
-        return AbortSecAgg("the sum of " + std::to_string(setup->roster.size()) + " int8 updates does not fit 16 bits");
       spdlog::info("round {}: secure aggregation among {} clients, {} neighbours each, threshold {}", round_.number,
                    setup->roster.size(), setup->degree, setup->threshold);
       s.stage = Stage::kShares;

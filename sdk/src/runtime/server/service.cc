@@ -82,6 +82,9 @@ Status Service::Impl::Init(std::unique_ptr<transport::Listener> listener) {
   if (privacy_.secagg) {
     if (std::string why = up_codec_->SecureSumRefusal(); !why.empty()) return Status::InvalidArgument(why);
     privacy_.secagg_bits = up_codec_->quantizes_int8() ? 16 : 32;
+    if (privacy_.secagg_bits == 16 && privacy_.dp_clip > 0)
+      return Status::InvalidArgument("distributed DP needs 32-bit secure sums: int8 levels round each value by up to half "
+                                     "a level, far beyond the clip's sensitivity; use --codec none or randk:ratio=F");
   }
   ingest_.Add(runtime::DecodeStage(up_codec_.get(), o_.seed, global_.size())).Add(runtime::ValidateStage(o_.max_update_norm));
   for (const std::string& codec_spec : {task_.codec, task_.codec_down}) {
