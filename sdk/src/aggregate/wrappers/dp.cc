@@ -132,15 +132,21 @@ class DpStrategy final : public Strategy {
   std::optional<std::string> StopBefore(uint64_t round) const override {
     if (auto inner = inner_->StopBefore(round)) return inner;
     if (!(state_.options.epsilon_budget > 0.0)) return std::nullopt;
-    auto next = state_.accountant.SpentAfter(state_.q, state_.z, 1, state_.options.delta);
-    if (!next.ok()) return next.status().message();
-    if (next->epsilon <= state_.options.epsilon_budget) return std::nullopt;
+    // Asked on every pass of the service's loop while no round is open: computed once per
+    // accountant state (the fractional orders' series can be long).
+    if (!next_epsilon_ || next_epsilon_->first != state_.accountant.rounds()) {
+      auto next = state_.accountant.SpentAfter(state_.q, state_.z, 1, state_.options.delta);
+      if (!next.ok()) return next.status().message();
+      next_epsilon_ = {state_.accountant.rounds(), next->epsilon};
+    }
+    const double next = next_epsilon_->second;
+    if (next <= state_.options.epsilon_budget) return std::nullopt;
     auto now = state_.accountant.Spent(state_.options.delta);
     char why[256];
     std::snprintf(why, sizeof why,
                   "privacy budget reached: round %llu would take epsilon from %.4g to %.4g, past "
                   "--dp-epsilon-budget %.4g (delta %g)",
-                  static_cast<unsigned long long>(round), now.ok() ? now->epsilon : 0.0, next->epsilon,
+                  static_cast<unsigned long long>(round), now.ok() ? now->epsilon : 0.0, next,
                   state_.options.epsilon_budget, state_.options.delta);
     return std::string(why);
   }
@@ -170,6 +176,7 @@ class DpStrategy final : public Strategy {
     SHOAL_RETURN_IF_ERROR(inner_->LoadState(state.substr(ends[2] + 1)));
     state_.accountant = std::move(models);
     state_.aggregator_accountant = std::move(aggregator);
+    next_epsilon_.reset();
     state_.clip = clip;
     return Status::Ok();
   }
@@ -177,6 +184,7 @@ class DpStrategy final : public Strategy {
  private:
   std::unique_ptr<Strategy> inner_;
   DpState state_;
+  mutable std::optional<std::pair<uint64_t, double>> next_epsilon_;  // (accountant rounds, epsilon after one more)
 };
 
 }  // namespace
