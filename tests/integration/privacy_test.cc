@@ -146,7 +146,7 @@ TEST(Privacy, SecAggOverRealProcessesLearnsAndRecoversAKilledClient) {
   const int port = FreePort();
   auto args = AggregatorArgs(port, 3, 4, dir + "/kill.jsonl");
   args.push_back("--secagg");
-  SetFlag(args, "--local-epochs", "400");
+  SetFlag(args, "--local-epochs", "1000");
   Process agg("shoal-aggregator", args, dir + "/agg-kill", OneThreadEnv());
   auto clients = StartClients(port, 4, dir + "/kill");
   ASSERT_TRUE(WaitFor([&] { return clients[0]->Stderr().find("round 2: secure aggregation among 4 clients: shares sent") !=
