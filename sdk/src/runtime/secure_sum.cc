@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "codec/round_context.h"
+#include "privacy/dp/clip.h"
 #include "privacy/dp/discrete_gaussian.h"
 
 namespace shoal::runtime {
@@ -28,14 +29,7 @@ EncodedUpdate EncodeSecureUpdate(const SecureSumPlan& plan, std::span<const floa
   for (size_t i = 0; i < values.size(); ++i) values[i] = delta[plan.coordinates[i]];
   if (p.dp_clip > 0) {
     const double rounding = std::sqrt(static_cast<double>(values.size())) / (2 * plan.encoding.scale);
-    const double clip = std::max(p.dp_clip - rounding, 0.0);
-    double sq = 0.0;
-    for (float v : values) sq += static_cast<double>(v) * v;
-    const double norm = std::sqrt(sq);
-    if (norm > clip) {
-      const double scale = norm > 0 ? clip * (1.0 - 0x1p-20) / norm : 0.0;
-      for (float& v : values) v = static_cast<float>(v * scale);
-    }
+    privacy::ClipToNorm(values, std::max(p.dp_clip - rounding, 0.0));
   }
   EncodedUpdate out;
   out.words.resize(values.size());

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "aggregate/exact_sum.h"
+#include "privacy/dp/clip.h"
 #include "privacy/dp/noise.h"
 #include "privacy/dp/rdp.h"
 
@@ -42,13 +43,9 @@ class DpAccumulator final : public Accumulator {
     if (u.delta.size() != sum_.size())
       return Status::InvalidArgument("update has " + std::to_string(u.delta.size()) + " values; the model has " +
                                      std::to_string(sum_.size()));
-    double sq = 0.0;
-    for (float v : u.delta) sq += static_cast<double>(v) * v;
-    const double norm = std::sqrt(sq);
+    std::vector<float> clipped(u.delta.begin(), u.delta.end());
+    const double norm = privacy::ClipToNorm(clipped, clip_);
     if (!std::isfinite(norm)) return Status::InvalidArgument("update holds NaN or Inf");
-    const double scale = norm > clip_ ? clip_ * (1.0 - 0x1p-20) / norm : 1.0;
-    std::vector<float> clipped(u.delta.size());
-    for (size_t i = 0; i < clipped.size(); ++i) clipped[i] = static_cast<float>(u.delta[i] * scale);
     SHOAL_RETURN_IF_ERROR(sum_.Add(clipped, 1));
     if (norm <= clip_) ++unclipped_;
     return Status::Ok();

@@ -3,7 +3,8 @@
 //
 // Each round, every client is selected independently with probability q = --fraction
 // (Poisson sampling, what the accountant assumes). Each reported update is clipped to L2 norm
-// C (scaled by min(1, C(1 - 2^-20) / ||delta||): the margin keeps the float result within C),
+// C (privacy/dp/clip.h: scaled by min(1, C(1 - 2^-20) / ||delta||), the margin keeping the float
+// result within C),
 // the clipped updates are summed exactly with weight 1 each (client-level privacy: example
 // counts would change the sensitivity), Gaussian noise N(0, (z_delta C)^2) from a
 // cryptographic stream is added to every coordinate of the sum, and the result divided by the
