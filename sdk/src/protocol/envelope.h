@@ -3,6 +3,8 @@
 // before anything uses it.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -167,6 +169,14 @@ flatbuffers::Offset<wire::Chunk> BuildChunk(flatbuffers::FlatBufferBuilder& fbb,
 flatbuffers::Offset<wire::TaskConfig> BuildTask(flatbuffers::FlatBufferBuilder& fbb, const TaskConfig& t);
 Status CheckString(const flatbuffers::String* s, const char* what, bool required);
 std::string StringOrEmpty(const flatbuffers::String* s);
+// A byte field of exactly N bytes (keys, signatures) copied into `out`; Protocol(`error`) when
+// it is absent or of another length.
+template <size_t N>
+Status CopyFixedBytes(const flatbuffers::Vector<uint8_t>* v, std::array<uint8_t, N>& out, const std::string& error) {
+  if (!v || v->size() != N) return Status::Protocol(error);
+  std::copy(v->begin(), v->end(), out.begin());
+  return Status::Ok();
+}
 
 // The names of clients and of peers: 1-64 printable ASCII characters, no spaces.
 bool ValidName(const std::string& name);

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 namespace shoal::protocol {
 namespace {
@@ -103,9 +102,7 @@ StatusOr<PeerInfo> DecodePeerInfo(const wire::PeerInfo* p) {
   if (out.endpoint.rfind("tcp://", 0) != 0 && out.endpoint.rfind("ipc://", 0) != 0)
     return Status::Protocol("member endpoint '" + out.endpoint + "' is not tcp:// or ipc://");
   if (!out.curve_key.empty() && out.curve_key.size() != 40) return Status::Protocol("member curve key is not 40 Z85 characters");
-  if (!p->sign_key() || p->sign_key()->size() != out.sign_key.size())
-    return Status::Protocol("member signing key must be 32 bytes");
-  std::memcpy(out.sign_key.data(), p->sign_key()->data(), out.sign_key.size());
+  SHOAL_RETURN_IF_ERROR(CopyFixedBytes(p->sign_key(), out.sign_key, "member signing key must be 32 bytes"));
   return out;
 }
 
@@ -154,15 +151,14 @@ StatusOr<PeerUpdate> DecodePeerUpdate(const wire::PeerUpdate* u) {
     return Status::Protocol("update fields out of range: num_examples " + std::to_string(u->num_examples()) +
                             " is not in [1, 2^40]");
   if (!std::isfinite(u->loss())) return Status::Protocol("update fields out of range: the loss is not finite");
-  if (!u->signature() || u->signature()->size() != out.signature.size())
-    return Status::Protocol("update fields out of range: the signature is not 64 bytes");
+  SHOAL_RETURN_IF_ERROR(
+      CopyFixedBytes(u->signature(), out.signature, "update fields out of range: the signature is not 64 bytes"));
   if (!u->base_hash() || u->base_hash()->size() != kHashHexChars)
     return Status::Protocol("update fields out of range: the base hash is not 64 characters");
   out.base_hash = u->base_hash()->str();
   out.num_examples = u->num_examples();
   out.loss = u->loss();
   out.chunk = ViewChunk(u->payload());
-  std::memcpy(out.signature.data(), u->signature()->data(), out.signature.size());
   return out;
 }
 

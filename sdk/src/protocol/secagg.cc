@@ -17,9 +17,7 @@ flatbuffers::Offset<flatbuffers::Vector<uint8_t>> Bytes(FlatBufferBuilder& fbb, 
 
 template <size_t N>
 Status Fixed(const flatbuffers::Vector<uint8_t>* v, std::array<uint8_t, N>& out, const char* what) {
-  if (!v || v->size() != N) return Status::Protocol(std::string(what) + " must be " + std::to_string(N) + " bytes");
-  std::memcpy(out.data(), v->data(), N);
-  return Status::Ok();
+  return CopyFixedBytes(v, out, std::string(what) + " must be " + std::to_string(N) + " bytes");
 }
 
 flatbuffers::Offset<wire::SecAggKeys> BuildKeys(FlatBufferBuilder& fbb, const sa::AdvertiseKeys& a) {
@@ -118,8 +116,7 @@ StatusOr<sa::AdvertiseKeys> DecodeSecAggKeys(const wire::SecAggKeys* k) {
 }
 
 StatusOr<sa::Setup> DecodeSecAggSetup(const wire::SecAggSetup* s, uint64_t session, uint64_t round) {
-  sa::Setup out;
-  sa::Setup& st = out;
+  sa::Setup st;
   st.session = session;
   st.round = round;
   st.degree = s->degree();
@@ -136,7 +133,7 @@ StatusOr<sa::Setup> DecodeSecAggSetup(const wire::SecAggSetup* s, uint64_t sessi
     SHOAL_ASSIGN_OR_RETURN(sa::AdvertiseKeys a, DecodeSecAggKeys(k));
     st.roster.push_back(a);
   }
-  return out;
+  return st;
 }
 
 StatusOr<sa::ShareKeys> DecodeSecAggShareKeys(const wire::SecAggShareKeys* m) {
