@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -97,6 +98,11 @@ class Client::Impl {
   Status HandleRoundTask(const protocol::Header& h, const protocol::RoundTask& t);
   Status RequestResync(uint64_t round, const std::string& why);
   Status FinishTraining();
+  // Sends a round's update payload in chunks, each framed by `frame` (Update, or the masked
+  // input); once every chunk is out the client awaits its Ack and counts the round trained.
+  // `what` names the payload in the warning when sending fails.
+  void SendUpdatePayload(const runtime::Update& u, std::span<const uint8_t> payload, const char* what,
+                         const std::function<protocol::Frame(const protocol::Header&, const protocol::ChunkRef&)>& frame);
   void StartTraining(ReplicaCache::Replica global, RoundConfig config);
   void StopTraining();
   void WorkerLoop();

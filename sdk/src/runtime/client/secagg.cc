@@ -91,17 +91,9 @@ void Client::Impl::SendMaskedIfReady() {
                  encoded.clipped, plan.coordinates.size(), privacy.secagg_range);
   spdlog::debug("round {}: masked update ready in {:.3f}s", round,
                 std::chrono::duration<double>(Clock::now() - encode_start).count());
-  for (const auto& chunk : protocol::SplitPayload(bytes, welcome_->chunk_bytes)) {
-    Status st = Send(protocol::EncodeSecAggMasked(NextHeader(round), masked->from, masked->clipped, u.num_examples, chunk));
-    if (!st.ok()) {
-      spdlog::warn("round {}: sending the masked update failed: {}", round, st.message());
-      return;
-    }
-  }
-  awaiting_ack_round_ = round;
-  acked_train_loss_ = u.report.train_loss.value_or(0.0);
-  std::lock_guard<std::mutex> lock(stats_mu_);
-  ++stats_.rounds_trained;
+  SendUpdatePayload(u, bytes, "masked update", [&](const protocol::Header& h, const protocol::ChunkRef& chunk) {
+    return protocol::EncodeSecAggMasked(h, masked->from, masked->clipped, u.num_examples, chunk);
+  });
 }
 
 }  // namespace shoal

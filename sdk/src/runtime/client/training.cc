@@ -107,20 +107,26 @@ Status Client::Impl::FinishTraining() {
     return Status::Ok();
   }
   if (auto failed = update_stages_.Run(u)) return failed->status.WithContext("preparing the update");
-  for (const auto& chunk : protocol::SplitPayload(u.payload, welcome_->chunk_bytes)) {
-    Status st = Send(protocol::EncodeUpdate(NextHeader(round), u.num_examples, u.report, protocol::PayloadEncoding::Codec, chunk));
+  SendUpdatePayload(u, u.payload, "update", [&](const protocol::Header& h, const protocol::ChunkRef& chunk) {
+    return protocol::EncodeUpdate(h, u.num_examples, u.report, protocol::PayloadEncoding::Codec, chunk);
+  });
+  return Status::Ok();
+}
+
+void Client::Impl::SendUpdatePayload(
+    const runtime::Update& u, std::span<const uint8_t> payload, const char* what,
+    const std::function<protocol::Frame(const protocol::Header&, const protocol::ChunkRef&)>& frame) {
+  for (const auto& chunk : protocol::SplitPayload(payload, welcome_->chunk_bytes)) {
+    Status st = Send(frame(NextHeader(u.round), chunk));
     if (!st.ok()) {
-      spdlog::warn("round {}: sending the update failed: {}", round, st.message());
-      return Status::Ok();
+      spdlog::warn("round {}: sending the {} failed: {}", u.round, what, st.message());
+      return;
     }
   }
-  awaiting_ack_round_ = round;
+  awaiting_ack_round_ = u.round;
   acked_train_loss_ = u.report.train_loss.value_or(0.0);
-  {
-    std::lock_guard<std::mutex> lock(stats_mu_);
-    ++stats_.rounds_trained;
-  }
-  return Status::Ok();
+  std::lock_guard<std::mutex> lock(stats_mu_);
+  ++stats_.rounds_trained;
 }
 
 }  // namespace shoal
