@@ -9,17 +9,12 @@
 
 namespace shoal::runtime {
 
-uint32_t SecureSumLength(const codec::Codec& codec, uint64_t task_seed, uint64_t round) {
-  return static_cast<uint32_t>(codec.SharedCoordinates(codec::MakeRoundContext(task_seed, round, 0)).size());
+std::vector<uint32_t> SecureSumCoordinates(const codec::Codec& codec, uint64_t task_seed, uint64_t round) {
+  return codec.SharedCoordinates(codec::MakeRoundContext(task_seed, round, 0));
 }
 
-SecureSumPlan PlanSecureSum(const codec::Codec& codec, uint64_t task_seed, uint64_t round,
-                            const protocol::PrivacyConfig& p, uint32_t roster_size) {
-  SecureSumPlan plan;
-  plan.coordinates = codec.SharedCoordinates(codec::MakeRoundContext(task_seed, round, 0));
-  plan.encoding = privacy::secagg::RoundEncoding(p.secagg_range, roster_size, p.secagg_bits, p.dp_clip,
-                                                 p.dp_noise_multiplier);
-  return plan;
+privacy::secagg::FixedPoint SecureSumEncoding(const protocol::PrivacyConfig& p, uint32_t roster_size) {
+  return privacy::secagg::RoundEncoding(p.secagg_range, roster_size, p.secagg_bits, p.dp_clip, p.dp_noise_multiplier);
 }
 
 EncodedUpdate EncodeSecureUpdate(const SecureSumPlan& plan, std::span<const float> delta,

@@ -28,11 +28,11 @@ struct SecureSumPlan {
   privacy::secagg::FixedPoint encoding{1.0, 1};
 };
 
-// The plan of `round` for a roster of `roster_size`; `codec` must pass SecureSumRefusal.
-SecureSumPlan PlanSecureSum(const codec::Codec& codec, uint64_t task_seed, uint64_t round,
-                            const protocol::PrivacyConfig& privacy, uint32_t roster_size);
-// The masked-length of `round` (known before the roster: the coordinates only).
-uint32_t SecureSumLength(const codec::Codec& codec, uint64_t task_seed, uint64_t round);
+// The coordinates masked in `round` (known before the roster); `codec` must pass
+// SecureSumRefusal. Each side computes them once a round.
+std::vector<uint32_t> SecureSumCoordinates(const codec::Codec& codec, uint64_t task_seed, uint64_t round);
+// The fixed-point encoding for a roster of `roster_size` (known at Setup).
+privacy::secagg::FixedPoint SecureSumEncoding(const protocol::PrivacyConfig& privacy, uint32_t roster_size);
 
 struct EncodedUpdate {
   std::vector<uint32_t> words;

@@ -274,6 +274,14 @@ StatusOr<Setup> Server::CloseAdverts() {
   return setup_;
 }
 
+std::optional<uint32_t> Server::IndexOf(uint32_t client_id) const {
+  const auto& r = setup_.roster;
+  auto it = std::lower_bound(r.begin(), r.end(), client_id,
+                             [](const AdvertiseKeys& a, uint32_t id) { return a.client_id < id; });
+  if (it == r.end() || it->client_id != client_id) return std::nullopt;
+  return static_cast<uint32_t>(it - r.begin());
+}
+
 Status Server::AddShareKeys(const ShareKeys& m) {
   if (stage_ != 1) return Status::FailedPrecondition("ShareKeys outside its stage");
   const uint32_t n = static_cast<uint32_t>(setup_.roster.size());

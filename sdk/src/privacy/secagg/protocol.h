@@ -182,6 +182,9 @@ class Server {
 
   const Setup& setup() const { return setup_; }
   uint32_t client_id(uint32_t index) const { return setup_.roster.at(index).client_id; }
+  // The roster index of a client id (the roster is sorted by id); nullopt before Setup or when
+  // the client is not in it.
+  std::optional<uint32_t> IndexOf(uint32_t client_id) const;
 
  private:
   uint64_t session_, round_;

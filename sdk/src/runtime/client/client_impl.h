@@ -190,6 +190,7 @@ class Client::Impl {
   privacy::SecureRandom dp_random_;
   uint64_t secagg_round_ = 0;
   std::optional<privacy::secagg::Setup> secagg_setup_;
+  runtime::SecureSumPlan secagg_plan_;  // of secagg_round_, from its Setup
   std::optional<privacy::secagg::SharesFor> secagg_shares_;
   std::optional<runtime::Update> secagg_pending_;
   double acked_train_loss_ = 0.0;          // of the update awaiting its Ack (for the event)

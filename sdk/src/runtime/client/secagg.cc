@@ -39,9 +39,11 @@ Status Client::Impl::HandleSecAgg(const protocol::Header& h, protocol::Message& 
   };
   if (auto* setup = std::get_if<privacy::secagg::Setup>(&m.body)) {
     const protocol::PrivacyConfig& privacy = welcome_->privacy;
-    if (setup->range != privacy.secagg_range || setup->bits != privacy.secagg_bits ||
-        setup->length != runtime::SecureSumLength(*up_codec_, welcome_->task.seed, round))
+    std::vector<uint32_t> coordinates = runtime::SecureSumCoordinates(*up_codec_, welcome_->task.seed, round);
+    if (setup->range != privacy.secagg_range || setup->bits != privacy.secagg_bits || setup->length != coordinates.size())
       return fail(Status::InvalidArgument("the Setup's range, width or length differs from the task's"));
+    secagg_plan_ = {std::move(coordinates),
+                    runtime::SecureSumEncoding(privacy, static_cast<uint32_t>(setup->roster.size()))};
     auto shares = secagg_->OnSetup(*setup);
     if (!shares.ok()) return fail(shares.status());
     secagg_setup_ = *setup;
@@ -76,8 +78,7 @@ void Client::Impl::SendMaskedIfReady() {
   const uint64_t round = u.round;
   const auto encode_start = Clock::now();
   const protocol::PrivacyConfig& privacy = welcome_->privacy;
-  const uint32_t roster = static_cast<uint32_t>(secagg_setup_->roster.size());
-  const runtime::SecureSumPlan plan = runtime::PlanSecureSum(*up_codec_, welcome_->task.seed, round, privacy, roster);
+  const runtime::SecureSumPlan& plan = secagg_plan_;
   runtime::EncodedUpdate encoded =
       runtime::EncodeSecureUpdate(plan, u.delta, privacy, secagg_setup_->threshold, dp_random_);
   auto masked = secagg_->OnShares(*secagg_shares_, std::move(encoded.words), encoded.clipped);

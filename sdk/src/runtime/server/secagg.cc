@@ -22,7 +22,8 @@ void Service::Impl::StartSecAgg() {
   sa::ServerOptions so;
   so.range = o_.secagg.range;
   so.bits = privacy_.secagg_bits;
-  so.length = runtime::SecureSumLength(*up_codec_, o_.seed, round_.number);
+  s.plan.coordinates = runtime::SecureSumCoordinates(*up_codec_, o_.seed, round_.number);
+  so.length = static_cast<uint32_t>(s.plan.coordinates.size());
   so.dropout = o_.secagg.dropout;
   so.corrupt = o_.secagg.corrupt;
   so.degree = o_.secagg.neighbours;
@@ -53,10 +54,7 @@ void Service::Impl::HandleSecAgg(ClientState& c, const protocol::Header& h, prot
     FailClient(c.id, "rejected: secure aggregation: " + st.message());
     s.waiting.erase(c.id);
   };
-  auto index = [&]() -> std::optional<uint32_t> {
-    auto it = s.index_of.find(c.id);
-    return it == s.index_of.end() ? std::nullopt : std::optional<uint32_t>(it->second);
-  };
+  auto index = [&] { return s.server->IndexOf(c.id); };
   if (auto* keys = std::get_if<sa::AdvertiseKeys>(&m.body)) {
     if (s.stage != Stage::kKeys || keys->client_id != c.id) return refuse(Status::InvalidArgument("AdvertiseKeys out of stage or for another client"));
     if (Status st = s.server->AddAdvert(*keys); !st.ok()) return refuse(st);
@@ -114,7 +112,7 @@ void Service::Impl::AdvanceSecAgg() {
       auto setup = s.server->CloseAdverts();
       if (!setup.ok()) return AbortSecAgg(setup.status().message());
       const uint32_t n = static_cast<uint32_t>(setup->roster.size());
-      s.plan = runtime::PlanSecureSum(*up_codec_, o_.seed, round_.number, privacy_, n);
+      s.plan.encoding = runtime::SecureSumEncoding(privacy_, n);
       if (!s.plan.encoding.Fits(n, 8 * privacy_.dp_clip * privacy_.dp_noise_multiplier))
         return AbortSecAgg("the sum of " + std::to_string(n) + " int8 updates does not fit 16 bits");
       if (privacy_.dp_clip > 0 &&
@@ -122,14 +120,12 @@ void Service::Impl::AdvanceSecAgg() {
         return AbortSecAgg("--dp-clip is too small for the fixed-point resolution of " +
                            std::to_string(s.plan.coordinates.size()) + " values");
       const auto frame = std::make_shared<const Frame>(protocol::EncodeSecAggSetup(Header(round_.number), *setup));
-      for (uint32_t i = 0; i < setup->roster.size(); ++i) {
-        const uint32_t id = setup->roster[i].client_id;
-        s.index_of[id] = i;
-        s.waiting.insert(id);
-        Enqueue(id, frame);
+      for (const auto& member : setup->roster) {
+        s.waiting.insert(member.client_id);
+        Enqueue(member.client_id, frame);
       }
       for (uint32_t id : round_.selected)
-        if (!s.index_of.count(id)) FailClient(id, "secure aggregation: no keys advertised");
+        if (!s.server->IndexOf(id)) FailClient(id, "secure aggregation: no keys advertised");
       spdlog::info("round {}: secure aggregation among {} clients, {} neighbours each, threshold {}", round_.number,
                    setup->roster.size(), setup->degree, setup->threshold);
       s.stage = Stage::kShares;
@@ -144,8 +140,8 @@ void Service::Impl::AdvanceSecAgg() {
         s.waiting.insert(id);
         Enqueue(id, protocol::EncodeSecAggShares(Header(round_.number), d));
       }
-      for (const auto& [id, index] : s.index_of)
-        if (!s.waiting.count(id)) FailClient(id, "secure aggregation: no keys shared");
+      for (const auto& member : s.server->setup().roster)
+        if (!s.waiting.count(member.client_id)) FailClient(member.client_id, "secure aggregation: no keys shared");
       s.stage = Stage::kMasked;
       return;
     }

@@ -122,8 +122,7 @@ class Service::Impl {
       Stage stage = Stage::kKeys;
       Clock::time_point stage_deadline;
       std::set<uint32_t> waiting;             // client ids the stage waits for
-      std::map<uint32_t, uint32_t> index_of;  // client id -> roster index (from Setup)
-      runtime::SecureSumPlan plan;
+      runtime::SecureSumPlan plan;            // coordinates from the start, encoding from Setup
       std::optional<privacy::secagg::Result> result;
       std::string failure;                    // why the round yields no sum
     };
