@@ -9,6 +9,12 @@ sizes as Shoal's bench.
 
     /usr/bin/python3 bench/torch_train_step.py          # a table
     /usr/bin/python3 bench/torch_train_step.py --json   # one JSON object per line (for the .sh)
+    python3 bench/torch_train_step.py --device cuda      # the GPT steps train_step_bench's
+                                                         # TrainStepGpu times (bench/gpu_check.sh)
+
+On a GPU: the CPU-scale GPT and the 113M-parameter one (16 layers, dim 768, ctx 1024) at
+batch 8, fp32 (TF32 off, PyTorch's default for matrix products) and bf16 (autocast), AdamW;
+each timed step ends in torch.cuda.synchronize().
 """
 import argparse
 import json
@@ -27,6 +33,7 @@ CASES = [("mlp:64", [64]), ("mlp:256,256", [256, 256])]
 BATCHES = [32, 256]
 # (name, layers, dim, heads, ctx, batch): the CPU-scale language model of issue 14, byte tokens.
 GPT_CASES = [("gpt:layers=3,dim=96,heads=4,ctx=64", 3, 96, 4, 64, 8)]
+GPU_GPT_CASES = GPT_CASES + [("gpt:layers=16,dim=768,heads=12,ctx=1024", 16, 768, 12, 1024, 8)]
 VOCAB = 256
 
 
@@ -56,18 +63,23 @@ def mlp_step(hidden, batch):
     return step
 
 
-def gpt_step(layers, dim, heads, ctx, batch):
+def gpt_step(layers, dim, heads, ctx, batch, device="cpu", bf16=False):
     torch.manual_seed(1)
-    model = Gpt(layers, dim, heads, ctx, VOCAB)
+    model = Gpt(layers, dim, heads, ctx, VOCAB).to(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.1)
-    tokens = torch.randint(0, VOCAB, (batch, ctx + 1))
+    tokens = torch.randint(0, VOCAB, (batch, ctx + 1), device=device)
     x, y = tokens[:, :-1], tokens[:, 1:]
 
     def step():
         opt.zero_grad(set_to_none=True)
-        model(x, y).backward()
+        with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=bf16):
+            loss = model(x, y)
+        loss.backward()
         opt.step()
+        if device == "cuda":
+            torch.cuda.synchronize()
 
+    step.params = sum(p.numel() for p in model.parameters())
     return step
 
 
@@ -100,9 +112,31 @@ def main():
     parser.add_argument("--json", action="store_true", help="one JSON object per line")
     parser.add_argument("--min-time", type=float, default=0.2, help="seconds per timed run")
     parser.add_argument("--repetitions", type=int, default=5)
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     args = parser.parse_args()
 
     torch.set_num_threads(1)
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            sys.exit("torch_train_step: PyTorch sees no CUDA device")
+        name = torch.cuda.get_device_name()
+        if not args.json:
+            print(f"torch {torch.__version__}, {name}")
+            print(f"{'benchmark':<60} {'ms/step':>10} {'tokens/s':>12} {'model TFLOP/s':>14}")
+        for spec, layers, dim, heads, ctx, batch in GPU_GPT_CASES:
+            for precision in ("fp32", "bf16"):
+                step = gpt_step(layers, dim, heads, ctx, batch, "cuda", precision == "bf16")
+                params = step.params
+                seconds = time_step(step, args.min_time, args.repetitions)
+                tokens = batch * ctx / seconds
+                row = {"name": f"TrainStepGpu/{spec}/batch:{batch}/{precision}", "ms_per_step": seconds * 1e3,
+                       "tokens_per_s": tokens, "model_flops": 6.0 * params * tokens, "params": params,
+                       "torch": torch.__version__, "device": name}
+                if args.json:
+                    print(json.dumps(row))
+                else:
+                    print(f"{row['name']:<60} {seconds * 1e3:>10.2f} {tokens:>12.0f} {row['model_flops'] / 1e12:>14.2f}")
+        return
     if not args.json:
         print(f"torch {torch.__version__}, 1 thread")
         print(f"{'benchmark':<32} {'us/step':>10}")

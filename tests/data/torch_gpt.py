@@ -27,7 +27,7 @@ class Block(torch.nn.Module):
         k = k.view(b, t, self.heads, hd).transpose(1, 2)
         v = v.view(b, t, self.heads, hd).transpose(1, 2)
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(hd)
-        mask = torch.tril(torch.ones(t, t, dtype=torch.bool))
+        mask = torch.tril(torch.ones(t, t, dtype=torch.bool, device=x.device))
         att = torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
         y = (att @ v).transpose(1, 2).reshape(b, t, d)
         x = x + self.proj(y)
