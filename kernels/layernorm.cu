@@ -50,19 +50,21 @@ __global__ void LayerNormBackwardRows(int rows, int cols, const float* x, const 
   }
 }
 
-// dgamma[c] = sum_r dy * xhat, dbeta[c] = sum_r dy; one thread per column, rows in order.
+// dgamma[c] = sum_r dy * xhat, dbeta[c] = sum_r dy; one block per 32 columns (ColumnSums).
 __global__ void LayerNormParamGrads(int rows, int cols, const float* x, const float* mean, const float* rstd,
                                     const float* dy, float* dgamma, float* dbeta) {
-  for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += blockDim.x * gridDim.x) {
-    double g = 0.0, b = 0.0;
-    for (int r = 0; r < rows; ++r) {
-      const size_t i = static_cast<size_t>(r) * cols + c;
-      const float xhat = (x[i] - mean[r]) * rstd[r];
-      g += static_cast<double>(dy[i]) * xhat;
-      b += dy[i];
-    }
-    dgamma[c] = static_cast<float>(g);
-    dbeta[c] = static_cast<float>(b);
+  const int c = static_cast<int>(blockIdx.x) * kColumnTile + static_cast<int>(threadIdx.x);
+  double sums[2];
+  ColumnSums<2>(rows, [&](int r, double (&acc)[2]) {
+    if (c >= cols) return;
+    const size_t i = static_cast<size_t>(r) * cols + c;
+    const float xhat = (x[i] - mean[r]) * rstd[r];
+    acc[0] += static_cast<double>(dy[i]) * xhat;
+    acc[1] += dy[i];
+  }, sums);
+  if (threadIdx.y == 0 && c < cols) {
+    dgamma[c] = static_cast<float>(sums[0]);
+    dbeta[c] = static_cast<float>(sums[1]);
   }
 }
 
@@ -85,7 +87,7 @@ void LaunchLayerNormBackward(cudaStream_t s, int rows, int cols, const float* x,
     LayerNormBackwardRows<<<RowBlocks(rows), 256, 0, s>>>(rows, cols, x, gamma, mean, rstd, dy, dx);
     SHOAL_CUDA_LAUNCHED();
   }
-  LayerNormParamGrads<<<GridFor(static_cast<size_t>(cols)), 256, 0, s>>>(rows, cols, x, mean, rstd, dy, dgamma, dbeta);
+  LayerNormParamGrads<<<ColumnSumGrid(cols), ColumnSumBlock(), 0, s>>>(rows, cols, x, mean, rstd, dy, dgamma, dbeta);
   SHOAL_CUDA_LAUNCHED();
 }
 
