@@ -88,16 +88,20 @@ double WideToDouble(std::array<uint64_t, 6> w) {
 
 ExactSum::ExactSum(size_t n) : mantissa_(n, 0), exponent_(n, 0) {}
 
-Status ExactSum::Add(std::span<const float> x, uint64_t weight) {
-  if (x.size() != size())
-    return Status::InvalidArgument("update has " + std::to_string(x.size()) + " values, the sum " +
-                                   std::to_string(size()));
+Status ExactSum::Check(std::span<const float> x, size_t n, uint64_t weight) {
+  if (x.size() != n)
+    return Status::InvalidArgument("update has " + std::to_string(x.size()) + " values, the sum " + std::to_string(n));
   if (weight == 0 || weight > kMaxWeight)
     return Status::InvalidArgument("weight " + std::to_string(weight) + " is outside [1, 2^40]");
-  if (weight > kMaxTotalWeight - weight_)
-    return Status::InvalidArgument("the total weight would pass 2^63");
   for (size_t i = 0; i < x.size(); ++i)
     if (!std::isfinite(x[i])) return Status::InvalidArgument("value " + std::to_string(i) + " is not finite");
+  return Status::Ok();
+}
+
+Status ExactSum::Add(std::span<const float> x, uint64_t weight) {
+  SHOAL_RETURN_IF_ERROR(Check(x, size(), weight));
+  if (weight > kMaxTotalWeight - weight_)
+    return Status::InvalidArgument("the total weight would pass 2^63");
   for (size_t i = 0; i < x.size(); ++i) {
     const uint32_t bits = std::bit_cast<uint32_t>(x[i]);
     const uint32_t biased = (bits >> 23) & 0xff;

@@ -45,6 +45,10 @@ class ExactSum {
 
   // V += weight * x. All-or-nothing: an invalid x leaves the sum as it was.
   Status Add(std::span<const float> x, uint64_t weight);
+  // What Add refuses of one update, whatever the sum holds: a length other than n, a weight
+  // outside [1, kMaxWeight], a value that is not finite. The accumulators that keep updates
+  // instead of summing them (the robust rules) apply the same checks.
+  static Status Check(std::span<const float> x, size_t n, uint64_t weight);
 
   size_t size() const { return mantissa_.size(); }
   uint64_t count() const { return count_; }          // successful Adds

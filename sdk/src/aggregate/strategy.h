@@ -35,12 +35,26 @@ struct ClientFailure {
 
 // Strategy settings from the command line / config file.
 struct StrategyOptions {
-  std::string name = "fedavg";   // "fedavg" | "fedprox" | "demo"
+  // "fedavg" | "fedprox" | "demo" | FedOpt: "fedavgm" | "fedadam" | "fedyogi" | "fedadagrad" |
+  // robust: "median" | "trimmed_mean" | "krum" | "multi_krum" | "centered_clip"
+  std::string name = "fedavg";
   float learning_rate = 0.05f;   // client learning rate sent in each round's config
   uint32_t local_epochs = 1;
   uint32_t local_steps = 0;
   float prox_mu = 0.01f;         // fedprox only
-  float server_learning_rate = 1.0f;  // scales the averaged delta (1 = plain FedAvg)
+  // FedAvg family: scales the averaged delta (1 = plain FedAvg); FedOpt: the server
+  // optimizer's step size. 0 = the strategy's default (1, or 0.01 for fedadam/fedyogi and 0.1
+  // for fedadagrad).
+  float server_learning_rate = 0.0f;
+  float server_momentum = 0.9f;  // fedavgm
+  float server_beta1 = 0.9f;     // fedadam, fedyogi, fedadagrad (first moment)
+  float server_beta2 = 0.99f;    // fedadam, fedyogi (second moment)
+  float server_tau = 1e-3f;      // fedadam, fedyogi, fedadagrad: adaptivity, added to sqrt(v)
+  // Robust rules: the share of each round's reports assumed Byzantine: trimmed_mean drops
+  // floor(b n) values at each end, krum/multi_krum take f = floor(b n).
+  float byzantine_fraction = 0.2f;
+  float clip_radius = 0.0f;      // centered_clip: tau; 0 = the median distance, each iteration
+  uint32_t clip_iterations = 3;  // centered_clip: L
 };
 
 // One round's aggregation, fed one update at a time as each arrives and is validated, so the
@@ -93,7 +107,8 @@ class Strategy {
   }
 };
 
-// "fedavg" | "fedprox" | "demo"; InvalidArgument otherwise (lists the valid names).
+// One of the names above; InvalidArgument otherwise (lists the valid names), or for a
+// setting out of range.
 StatusOr<std::unique_ptr<Strategy>> MakeStrategy(const StrategyOptions& options);
 
 }  // namespace shoal::aggregator

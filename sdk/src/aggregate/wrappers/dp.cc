@@ -206,7 +206,7 @@ StatusOr<std::unique_ptr<Strategy>> WrapWithDp(std::unique_ptr<Strategy> inner, 
   if (inner->needs_individual_updates())
     return Status::InvalidArgument("--strategy " + inner->name() +
                                    " needs every client's update, which differential privacy does not release; "
-                                   "choose fedavg, fedprox or demo with --dp-clip");
+                                   "choose a strategy of the mean (fedavg, fedprox, demo, fedavgm, fedadam, fedyogi, fedadagrad) with --dp-clip");
   if (!(o.delta > 0.0 && o.delta < 1.0)) return Status::InvalidArgument("--dp-delta must be in (0, 1)");
   if (!(o.clip_quantile >= 0.0 && o.clip_quantile < 1.0))
     return Status::InvalidArgument("--dp-clip-quantile must be in [0, 1) (0 = fixed clipping)");

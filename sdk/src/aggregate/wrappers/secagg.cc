@@ -6,7 +6,7 @@ Status CheckSecAggStrategy(const Strategy& strategy) {
   if (strategy.needs_individual_updates())
     return Status::InvalidArgument("--strategy " + strategy.name() +
                                    " needs every client's update, which secure aggregation never reveals; choose "
-                                   "fedavg, fedprox or demo with --secagg");
+                                   "a strategy of the mean (fedavg, fedprox, demo, fedavgm, fedadam, fedyogi, fedadagrad) with --secagg");
   return Status::Ok();
 }
 

@@ -57,9 +57,20 @@ inline boost::program_options::options_description TaskOptions(AggregatorOptions
       ("data-dir", po::value(&o.data_dir), "dataset cache (default $SHOAL_DATA_DIR or ~/.cache/shoal)")
       ("seed", po::value(&o.seed)->default_value(o.seed), "seed for model init, data split and client sampling")
       ("test-fraction", po::value(&o.test_fraction)->default_value(o.test_fraction), "held-out share of the dataset")
-      ("strategy", po::value(&o.strategy.name)->default_value(o.strategy.name), "fedavg, fedprox or demo (sign of the mean, for --client-optimizer demo)")
+      ("strategy", po::value(&o.strategy.name)->default_value(o.strategy.name),
+       "fedavg, fedprox, demo (sign of the mean, for --client-optimizer demo); server optimizers fedavgm, fedadam, "
+       "fedyogi, fedadagrad; robust rules median, trimmed_mean, krum, multi_krum, centered_clip")
       ("prox-mu", po::value(&o.strategy.prox_mu)->default_value(o.strategy.prox_mu), "FedProx proximal coefficient")
-      ("server-lr", po::value(&o.strategy.server_learning_rate)->default_value(o.strategy.server_learning_rate), "scale of the averaged update")
+      ("server-lr", po::value(&o.strategy.server_learning_rate)->default_value(o.strategy.server_learning_rate),
+       "scale of the averaged update, or the server optimizer's step; 0: 1, or 0.01 for fedadam/fedyogi, 0.1 for fedadagrad")
+      ("server-momentum", po::value(&o.strategy.server_momentum)->default_value(o.strategy.server_momentum), "fedavgm: momentum")
+      ("server-beta1", po::value(&o.strategy.server_beta1)->default_value(o.strategy.server_beta1), "fedadam/fedyogi/fedadagrad: first-moment decay")
+      ("server-beta2", po::value(&o.strategy.server_beta2)->default_value(o.strategy.server_beta2), "fedadam/fedyogi: second-moment decay")
+      ("server-tau", po::value(&o.strategy.server_tau)->default_value(o.strategy.server_tau), "fedadam/fedyogi/fedadagrad: adaptivity tau")
+      ("byzantine", po::value(&o.strategy.byzantine_fraction)->default_value(o.strategy.byzantine_fraction),
+       "robust rules: share of each round's reports assumed Byzantine (trimmed_mean trims it at each end; krum's f)")
+      ("clip-radius", po::value(&o.strategy.clip_radius)->default_value(o.strategy.clip_radius), "centered_clip: radius tau; 0 = the median distance")
+      ("clip-iterations", po::value(&o.strategy.clip_iterations)->default_value(o.strategy.clip_iterations), "centered_clip: iterations")
       ("lr", po::value(&o.strategy.learning_rate)->default_value(o.strategy.learning_rate), "client learning rate")
       ("local-epochs", po::value(&o.strategy.local_epochs)->default_value(o.strategy.local_epochs), "local passes over the data per round")
       ("local-steps", po::value(&o.strategy.local_steps)->default_value(o.strategy.local_steps), "if > 0: exactly this many local minibatch steps per round")
