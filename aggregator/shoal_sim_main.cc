@@ -47,7 +47,12 @@ int main(int argc, char** argv) {
       ("down-mbps", po::value(&o.down_mbps)->default_value(o.down_mbps), "median download rate, Mbit/s (0 = unlimited)")
       ("bandwidth-spread", po::value(&o.bandwidth_spread)->default_value(o.bandwidth_spread), "standard deviation of log(rate) across clients")
       ("stragglers", po::value(&o.stragglers)->default_value(o.stragglers), "share of clients whose updates arrive late")
-      ("straggler-ms", po::value(&o.straggler_ms)->default_value(o.straggler_ms), "how late a straggler's updates arrive");
+      ("straggler-ms", po::value(&o.straggler_ms)->default_value(o.straggler_ms), "how late a straggler's updates arrive")
+      ("attack", po::value(&o.attack.kind)->default_value(o.attack.kind),
+       "Byzantine clients: none, sign-flip, scale, noise, label-flip, alie or ipm")
+      ("attackers", po::value(&o.attack.attackers)->default_value(o.attack.attackers), "share of the clients that attack, [0, 1)")
+      ("attack-strength", po::value(&o.attack.strength)->default_value(o.attack.strength),
+       "scale's factor (100), noise's stddev (10), ipm's epsilon (0.1), alie's z (from n and m); 0 = that default");
 
   po::options_description all("Usage: shoal-sim --clients N [options]\n\n"
                               "Runs the aggregator and N virtual clients in this process over an in-process network\n"
@@ -75,10 +80,10 @@ int main(int argc, char** argv) {
   if (!report.ok()) return shoal::cli::Fail(kProgram, report.status().message());
   const auto& r = *report;
   std::printf("shoal-sim: %u clients (%u data parts), %llu rounds in %.2f s (%.3f s per round; setup and registration "
-              "%.2f s), final accuracy %.4f, %llu churn deaths, %llu frames lost, at most %zu model versions held, "
-              "peak RSS %.1f MiB\n",
+              "%.2f s), final accuracy %.4f, %u attackers, %llu churn deaths, %llu frames lost, at most %zu model "
+              "versions held, peak RSS %.1f MiB\n",
               o.clients, r.parts, static_cast<unsigned long long>(r.rounds), r.seconds, r.round_seconds, r.setup_seconds,
-              r.final_accuracy, static_cast<unsigned long long>(r.deaths), static_cast<unsigned long long>(r.frames_lost),
+              r.final_accuracy, r.attackers, static_cast<unsigned long long>(r.deaths), static_cast<unsigned long long>(r.frames_lost),
               r.live_replicas_peak, static_cast<double>(r.peak_rss_bytes) / (1 << 20));
   return 0;
 }

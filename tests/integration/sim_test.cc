@@ -110,5 +110,31 @@ TEST(Cli, CodecHelpListsEveryStageWithItsRanges) {
   }
 }
 
+// Byzantine clients (runtime/sim/attack.h) against the aggregation rules (aggregate/robust.h):
+// the qualitative claims of docs/BENCHMARKS.md's attack table, on 100 clients.
+double FinalAccuracyUnderAttack(const std::string& name, const std::string& rule, const std::string& attack) {
+  SimRun r = RunSim(name, {"--clients", "100", "--fraction", "1", "--rounds", "15", "--strategy", rule, "--attack",
+                           attack, "--attackers", "0.2", "--min-part", "5"});
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_NE(r.stdout_text.find("20 attackers"), std::string::npos) << r.stdout_text;
+  return r.rounds.empty() ? -1.0 : r.rounds.back()["test_accuracy"].get<double>();
+}
+
+TEST(Sim, RobustRulesHoldAgainstScalingThatBreaksFedAvg) {
+  // A fifth of the clients multiply their updates by 100: the mean is theirs (0.10, chance).
+  // The robust rules stay near the unattacked run (seeds 1-4: 0.82-0.89).
+  EXPECT_LT(FinalAccuracyUnderAttack("atk-fedavg", "fedavg", "scale"), 0.3);
+  for (const char* rule : {"median", "trimmed_mean", "multi_krum", "centered_clip"})
+    EXPECT_GT(FinalAccuracyUnderAttack(std::string("atk-") + rule, rule, "scale"), 0.75) << rule;
+}
+
+TEST(Sim, InnerProductManipulationBreaksKrumNotCenteredClipping) {
+  // IPM (Xie et al. 2019): the colluders' small negative multiple of the mean is the update
+  // Krum finds most central; centered clipping bounds its pull. (Seeds 1-4 of this run: Krum
+  // 0.04-0.13, centered clipping 0.77-0.83, as FedAvg.)
+  EXPECT_LT(FinalAccuracyUnderAttack("ipm-krum", "krum", "ipm"), 0.4);
+  EXPECT_GT(FinalAccuracyUnderAttack("ipm-cc", "centered_clip", "ipm"), 0.7);
+}
+
 }  // namespace
 }  // namespace shoal::testing

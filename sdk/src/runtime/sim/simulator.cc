@@ -37,13 +37,22 @@ uint64_t PeakRssBytes() {
   return 0;
 }
 
-// A virtual client's trainer: the built-in trainer on a shared part, made for each round and
-// dropped after it, so an idle client holds no model, optimizer or data of its own.
+// One round of the built-in trainer on a shared part, made for the round and dropped after it.
+Status TrainOnPart(const BuiltinTrainerOptions& options, const std::shared_ptr<const data::Dataset>& part,
+                   const TaskConfig& task, std::span<const float> global, const RoundConfig& round,
+                   const TrainContext& ctx, TrainResult* out) {
+  SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> t, nn::MakeBuiltinTrainerOnPart(options, part));
+  SHOAL_RETURN_IF_ERROR(t->Configure(task));
+  return t->Train(global, round, ctx, out);
+}
+
+// A virtual client's trainer: TrainOnPart, so an idle client holds no model, optimizer or data
+// of its own; an attacker's result then goes through the attack.
 class SimTrainer final : public Trainer {
  public:
   SimTrainer(const BuiltinTrainerOptions& options, std::shared_ptr<const data::Dataset> part,
-             const std::atomic<bool>* die)
-      : options_(options), part_(std::move(part)), die_(die) {}
+             const std::atomic<bool>* die, uint32_t index, Attack* attack)
+      : options_(options), part_(std::move(part)), die_(die), index_(index), attack_(attack) {}
   std::string name() const override { return "builtin-sim"; }
   Status Configure(const TaskConfig& task) override {
     if (task.optimizer.name == "demo")
@@ -57,17 +66,25 @@ class SimTrainer final : public Trainer {
   Status Train(std::span<const float> global, const RoundConfig& round, const TrainContext& ctx,
                TrainResult* out) override {
     if (die_->load()) return Status::Cancelled("the simulator killed this client mid-round");
-    SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> t, nn::MakeBuiltinTrainerOnPart(options_, part_));
-    SHOAL_RETURN_IF_ERROR(t->Configure(task_));
-    return t->Train(global, round, ctx, out);
+    SHOAL_RETURN_IF_ERROR(TrainOnPart(options_, part_, task_, global, round, ctx, out));
+    return attack_ ? attack_->Corrupt(index_, task_, global, round, out) : Status::Ok();
   }
 
  private:
   const BuiltinTrainerOptions& options_;
   std::shared_ptr<const data::Dataset> part_;
   const std::atomic<bool>* die_;
+  uint32_t index_;
+  Attack* attack_;  // null for an honest client
   TaskConfig task_;
 };
+
+// The part with every label y replaced by C - 1 - y (the label-flip attack's data).
+std::shared_ptr<const data::Dataset> FlippedLabels(const data::Dataset& part) {
+  auto flipped = std::make_shared<data::Dataset>(part);
+  for (int32_t& y : flipped->y) y = part.num_classes - 1 - y;
+  return flipped;
+}
 
 // One virtual client and what the simulator knows of it.
 struct Slot {
@@ -102,6 +119,8 @@ class Simulator::Impl {
   std::shared_ptr<ReplicaCache> replicas_ = std::make_shared<ReplicaCache>();
   BuiltinTrainerOptions trainer_options_;
   std::vector<std::shared_ptr<const data::Dataset>> parts_;
+  std::unique_ptr<Attack> attack_;  // null without --attack
+  std::vector<std::shared_ptr<const data::Dataset>> flipped_parts_;  // label-flip: parts_ with labels flipped
   std::vector<std::unique_ptr<Slot>> slots_;
   std::atomic<bool> service_done_{false};
   std::atomic<bool> service_stop_{false};  // the caller's stop, or every client gave up
@@ -151,6 +170,19 @@ Status Simulator::Impl::Init() {
                  "on part i mod {}", o_.clients, num_parts, train_n, o_.server.dataset, o_.min_part, num_parts);
   trainer_options_.device = "cpu";
   trainer_options_.seed = o_.server.seed;
+  const double per_round = std::ceil(o_.server.fraction * static_cast<double>(o_.clients));
+  SHOAL_ASSIGN_OR_RETURN(
+      attack_, Attack::Create(o_.attack, o_.clients, per_round, o_.server.seed,
+                              [this](uint32_t client, const TaskConfig& task, std::span<const float> global,
+                                     const RoundConfig& round, TrainResult* out) {
+                                return TrainOnPart(trainer_options_, parts_[client % parts_.size()], task, global,
+                                                   round, TrainContext{}, out);
+                              }));
+  if (attack_ && attack_->flips_labels()) {
+    if (full.kind != data::DatasetKind::kFeatures)
+      return Status::InvalidArgument("--attack label-flip needs a labelled dataset, not " + o_.server.dataset);
+    for (const auto& part : parts_) flipped_parts_.push_back(FlippedLabels(*part));
+  }
 
   // The service on the in-process network.
   net_ = transport::inproc::Network::Create(o_.server.seed);
@@ -207,7 +239,9 @@ void Simulator::Impl::MakeClient(Slot& s) {
   hooks.channel = net_->Connect(kListenName, s.up, s.down);
   hooks.train_inline = true;
   hooks.replicas = replicas_;
-  s.client = ClientFactory::Make(std::move(co), std::make_unique<SimTrainer>(trainer_options_, parts_[s.part], &s.die),
+  Attack* attack = attack_ && attack_->attacker(s.index) ? attack_.get() : nullptr;
+  const auto& part = attack && attack->flips_labels() ? flipped_parts_[s.part] : parts_[s.part];
+  s.client = ClientFactory::Make(std::move(co), std::make_unique<SimTrainer>(trainer_options_, part, &s.die, s.index, attack),
                                  std::move(hooks));
   s.restart_at.reset();
 }
@@ -265,6 +299,7 @@ StatusOr<SimReport> Simulator::Impl::Run(const std::atomic<bool>& stop) {
   r.final_accuracy = final_accuracy_;
   r.parts = static_cast<uint32_t>(parts_.size());
   r.deaths = deaths_.load();
+  r.attackers = attack_ ? static_cast<uint32_t>(attack_->count()) : 0;
   r.frames_lost = net_->stats().frames_lost;
   r.live_replicas_peak = live_replicas_peak_.load();
   r.peak_rss_bytes = PeakRssBytes();

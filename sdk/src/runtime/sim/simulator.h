@@ -32,6 +32,7 @@
 #include <string>
 
 #include "runtime/server/service.h"
+#include "runtime/sim/attack.h"
 
 namespace shoal::sim {
 
@@ -50,6 +51,7 @@ struct SimOptions {
   double bandwidth_spread = 0.0;         // standard deviation of log(rate)
   double stragglers = 0.0;               // share of clients that are stragglers, [0, 1]
   double straggler_ms = 0.0;             // how much later a straggler's frames arrive
+  AttackOptions attack;                  // Byzantine clients (none by default)
 };
 
 // What a finished simulation reports (the per-round figures are in the server's metrics).
@@ -61,6 +63,7 @@ struct SimReport {
   double final_accuracy = 0.0;       // held-out accuracy after the last round
   uint32_t parts = 0;                // distinct data parts the clients share
   uint64_t deaths = 0;               // clients killed by churn
+  uint32_t attackers = 0;            // clients that sent corrupted updates (--attack)
   uint64_t frames_lost = 0;          // dropped by link loss
   size_t live_replicas_peak = 0;     // most model versions held at once by all clients together
   uint64_t peak_rss_bytes = 0;       // the process's high-water mark (VmHWM)
