@@ -118,6 +118,9 @@ class Service::Impl {
     // Secure aggregation (secagg.cc): the round's state machine and where it stands.
     struct SecAgg {
       enum class Stage { kKeys, kShares, kMasked, kUnmask, kDone };
+      // User-provided: clang 14 decides is_constructible for std::optional<SecAgg> below before
+      // it has read the default member initializers, and then refuses emplace().
+      SecAgg() {}
       std::unique_ptr<privacy::secagg::Server> server;
       Stage stage = Stage::kKeys;
       Clock::time_point stage_deadline;
