@@ -486,6 +486,44 @@ Status Codec::Decode(std::span<const uint8_t> payload, const RoundContext& ctx, 
   return m.DecodeBody(body, ctx, out);
 }
 
+std::vector<uint8_t> Codec::SaveState() const {
+  const Impl& m = *impl_;
+  ByteWriter w;
+  w.PutVarint(1);
+  const std::span<const float> r = residual();
+  w.PutVarint(r.size());
+  w.PutBytes(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(r.data()), r.size() * sizeof(float)));
+  const std::vector<uint8_t> t = m.transform ? m.transform->SaveState() : std::vector<uint8_t>();
+  w.PutVarint(t.size());
+  w.PutBytes(t);
+  return w.Release();
+}
+
+Status Codec::LoadState(std::span<const uint8_t> state) {
+  Impl& m = *impl_;
+  ByteReader r(state);
+  uint64_t version = 0, count = 0, tlen = 0;
+  SHOAL_RETURN_IF_ERROR(r.ReadVarint(&version, "codec state version"));
+  if (version != 1) return Status::Corruption("codec state: version " + std::to_string(version) + ", expected 1");
+  SHOAL_RETURN_IF_ERROR(r.ReadVarint(&count, "codec state residual count"));
+  if (count != (m.ef ? m.total : 0))
+    return Status::Corruption("codec state: a residual of " + std::to_string(count) + " values for " + m.spec);
+  std::span<const uint8_t> bytes, tstate;
+  SHOAL_RETURN_IF_ERROR(r.ReadBytes(count * sizeof(float), &bytes, "codec state residual"));
+  SHOAL_RETURN_IF_ERROR(r.ReadVarint(&tlen, "codec state transform length"));
+  SHOAL_RETURN_IF_ERROR(r.ReadBytes(tlen, &tstate, "codec state transform"));
+  if (!r.empty()) return Status::Corruption("codec state: trailing bytes");
+  std::vector<float> residual(count);
+  std::memcpy(residual.data(), bytes.data(), bytes.size());
+  if (m.transform) {
+    SHOAL_RETURN_IF_ERROR(m.transform->LoadState(tstate));
+  } else if (tlen != 0) {
+    return Status::Corruption("codec state: transform state for " + m.spec + ", which has no transform");
+  }
+  if (m.ef) m.ef->Restore(std::move(residual));
+  return Status::Ok();
+}
+
 void Codec::Reset() {
   Impl& m = *impl_;
   if (m.ef) m.ef->Reset(m.total);

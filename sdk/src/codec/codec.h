@@ -85,6 +85,12 @@ class Transform {
   virtual size_t ChunkSize(Shape2D shape) const { return 0; }
   virtual void Forward(size_t tensor_index, Shape2D shape, std::span<const float> in, std::span<float> coeffs) = 0;
   virtual void Inverse(Shape2D shape, std::span<const float> coeffs, std::span<float> out) const = 0;
+  // The per-tensor state Forward keeps (PowerSGD's Q), for checkpoints; empty when stateless.
+  // LoadState refuses (Corruption) what SaveState of the same stage could not have written.
+  virtual std::vector<uint8_t> SaveState() const { return {}; }
+  virtual Status LoadState(std::span<const uint8_t> state) {
+    return state.empty() ? Status::Ok() : Status::Corruption("codec: this transform keeps no state");
+  }
 };
 
 // Selectors pick which coefficients travel. Indices come out sorted ascending.
@@ -152,6 +158,12 @@ class Codec {
   Status Decode(std::span<const uint8_t> payload, const RoundContext& ctx, std::span<float> out) const;
   // Drops error-feedback residuals and transform state (e.g. after a model resync).
   void Reset();
+  // The encoder's state (the error-feedback residual, the transform's state) for a checkpoint,
+  // so that a resumed encoder continues bit-identically: version 1, then the residual (varint
+  // count, little-endian floats), then the transform's state (varint length, bytes). LoadState
+  // refuses, with Corruption and the state unchanged, a blob of another version or layout.
+  std::vector<uint8_t> SaveState() const;
+  Status LoadState(std::span<const uint8_t> state);
 
   class Impl;
 

@@ -18,7 +18,9 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstring>
 
+#include "codec/bytes.h"
 #include "codec/stages.h"
 #include "codec/xform_params.h"
 #include "core/rng.h"
@@ -82,6 +84,43 @@ class PowerSgd final : public Transform {
       Rng rng(seed_ ^ 0x5851f42d4c957f2dULL, (static_cast<uint64_t>(tensor_index) << 24) + ++st.redraws);
       for (int64_t j = 0; j < cols; ++j) st.q[static_cast<size_t>(j * r + k)] = static_cast<float>(rng.Normal());
     }
+  }
+
+  // Per tensor: rows, cols, r, redraws (varints), then Q's cols * r floats.
+  std::vector<uint8_t> SaveState() const override {
+    ByteWriter w;
+    w.PutVarint(state_.size());
+    for (const State& st : state_) {
+      for (uint64_t v : {static_cast<uint64_t>(st.rows), static_cast<uint64_t>(st.cols), static_cast<uint64_t>(st.r),
+                         st.redraws})
+        w.PutVarint(v);
+      w.PutBytes(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(st.q.data()), st.q.size() * sizeof(float)));
+    }
+    return w.Release();
+  }
+  Status LoadState(std::span<const uint8_t> blob) override {
+    ByteReader r(blob);
+    uint64_t n = 0;
+    SHOAL_RETURN_IF_ERROR(r.ReadVarint(&n, "powersgd state tensors"));
+    if (n > r.remaining()) return Status::Corruption("powersgd state: " + std::to_string(n) + " tensors");
+    std::vector<State> loaded(n);
+    for (State& st : loaded) {
+      uint64_t v[4];
+      for (uint64_t& x : v) SHOAL_RETURN_IF_ERROR(r.ReadVarint(&x, "powersgd state shape"));
+      if (v[0] > (uint64_t{1} << 40) || v[1] > (uint64_t{1} << 40) || v[2] > 4096 || v[1] * v[2] * 4 > r.remaining())
+        return Status::Corruption("powersgd state: a bad tensor shape");
+      st.rows = static_cast<int64_t>(v[0]);
+      st.cols = static_cast<int64_t>(v[1]);
+      st.r = static_cast<int64_t>(v[2]);
+      st.redraws = v[3];
+      std::span<const uint8_t> q;
+      SHOAL_RETURN_IF_ERROR(r.ReadBytes(v[1] * v[2] * sizeof(float), &q, "powersgd state Q"));
+      st.q.resize(v[1] * v[2]);
+      std::memcpy(st.q.data(), q.data(), q.size());
+    }
+    if (!r.empty()) return Status::Corruption("powersgd state: trailing bytes");
+    state_ = std::move(loaded);
+    return Status::Ok();
   }
 
   void Inverse(Shape2D shape, std::span<const float> coeffs, std::span<float> out) const override {

@@ -51,6 +51,8 @@ class ErrorFeedback {
   void Update(std::span<const float> x, std::span<const float> decoded);
   // A zero residual of n values.
   void Reset(size_t n) { residual_.assign(n, 0.0f); }
+  // A residual restored from a checkpoint (its size is the caller's to check).
+  void Restore(std::vector<float> residual) { residual_ = std::move(residual); }
 
  private:
   std::vector<float> residual_;

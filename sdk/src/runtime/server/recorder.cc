@@ -50,6 +50,10 @@ Status Service::Impl::SaveCheckpoint() {
   ck.model_spec = task_.model;
   ck.params = global_;
   ck.sections.emplace_back("strategy", strategy_->SaveState());
+  // The download codec's error-feedback residual and transform state: without them a lossy
+  // --codec-down run would not resume bit-identically.
+  const std::vector<uint8_t> down = down_codec_->SaveState();
+  ck.sections.emplace_back("codec_down", std::string(down.begin(), down.end()));
   return WriteCheckpoint((fs::path(o_.checkpoint_dir) / kCheckpointFile).string(), ck);
 }
 

@@ -112,8 +112,13 @@ Status Service::Impl::Init(std::unique_ptr<transport::Listener> listener) {
                                     ", expected " + LayoutToString(task_.layout));
         global_ = std::move(ck->params);
         last_completed_ = ck->round;
-        for (const auto& [name, blob] : ck->sections)
+        for (const auto& [name, blob] : ck->sections) {
           if (name == "strategy") SHOAL_RETURN_IF_ERROR(strategy_->LoadState(blob).WithContext(path));
+          if (name == "codec_down")
+            SHOAL_RETURN_IF_ERROR(
+                down_codec_->LoadState(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(blob.data()), blob.size()))
+                    .WithContext(path + ": the download codec's state (was it written with another --codec-down?)"));
+        }
         spdlog::info("resumed from {} at round {} (model_hash {})", path, last_completed_,
                      crypto::ModelHash(global_.span()));
       } else if (ck.status().code() == StatusCode::kNotFound) {
