@@ -67,6 +67,32 @@ TEST_F(RuntimeTest, AStragglerIsDroppedAtEachDeadlineAndTheOthersAreApplied) {
   EXPECT_GE(fed.member(kStraggler).client->stats().rounds_trained, 1u);  // it trained, too late
 }
 
+// The same straggler under the adaptive deadline: round 1 waits the full --round-timeout
+// (nothing observed yet), later rounds close at margin x the median of the observed times, far
+// sooner, and the straggler's late updates are refused and counted.
+TEST_F(RuntimeTest, TheAdaptiveDeadlineStopsWaitingForAStraggler) {
+  constexpr uint32_t kClients = 3, kStraggler = 2;
+  constexpr uint64_t kRounds = 25;
+  AggregatorOptions o = Options(kClients, kRounds, /*round_timeout_ms=*/1500);
+  o.deadline = {0.5, 1.5, 3, 50};
+  Federation fed(o, 1);
+  ASSERT_TRUE(fed.ok());
+  fed.AddClients(kClients, OnlyClient(kStraggler, SlowUp(milliseconds(600))));
+  const auto lines = fed.Run(kRunLimit);
+
+  ASSERT_NO_FATAL_FAILURE(ExpectRounds(lines, kRounds));
+  EXPECT_DOUBLE_EQ(lines[0]["deadline_seconds"].get<double>(), 1.5);
+  for (size_t i = 1; i < lines.size(); ++i) {
+    SCOPED_TRACE(i);
+    ExpectRound(lines[i], kClients, kClients - 1);
+    EXPECT_LT(lines[i]["deadline_seconds"].get<double>(), 0.6) << "the deadline follows the fast clients, below the straggler's delay";
+    EXPECT_LT(lines[i]["seconds"].get<double>(), 0.9);
+  }
+  // Its update of round 2 arrives 600 ms after it left, rounds later (the last ones' arrive
+  // after the run, unrecorded).
+  EXPECT_GE(lines.back()["updates_late"].get<uint64_t>(), 3u) << "the straggler's updates arrived after their rounds";
+}
+
 // The connection of one client is cut right after round 1 (before round 2's tasks go out):
 // the service drops it from round 2, the client reconnects under a new routing id and
 // registers again, and rounds 3 and 4 hear from it.

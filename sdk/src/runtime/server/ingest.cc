@@ -5,11 +5,14 @@ namespace shoal::aggregator {
 static_assert(protocol::kMaxExamples == ExactSum::kMaxWeight, "every valid example count must be a valid weight");
 
 void Service::Impl::HandleUpdate(ClientState& c, const protocol::Header& h, protocol::UpdateChunk& u) {
-  if (!round_.open || h.round != round_.number)
+  if (!round_.open || h.round != round_.number) {
+    // An update for a round that closed before it arrived: late, counted once (at its first chunk).
+    if (h.round != 0 && h.round <= last_completed_ && u.chunk.index == 0) ++updates_late_;
     return Reject(c.peer, ErrorCode::StaleRound,
                   "update for round " + std::to_string(h.round) + " but " +
                       (round_.open ? "round " + std::to_string(round_.number) + " is open" : "no round is open"),
                   h.round);
+  }
   if (!IsSelected(c.id)) return Reject(c.peer, ErrorCode::StaleRound, "client was not selected this round", round_.number);
   if (round_.results.count(c.id) || round_.failures.count(c.id))
     return Reject(c.peer, ErrorCode::Duplicate, "this round's update was already settled", round_.number);
@@ -37,6 +40,7 @@ void Service::Impl::HandleUpdate(ClientState& c, const protocol::Header& h, prot
     return FailClient(c.id, "rejected: " + st.message());
   }
   if (!it->second.complete()) return;
+  deadline_.Observe(std::chrono::duration<double>(Clock::now() - round_.started).count());
   runtime::Update update;
   update.author = c.name;
   update.round = round_.number;

@@ -39,7 +39,8 @@ bool Service::Impl::MaybeStartRound() {
   round_.open = true;
   round_.started = Clock::now();
   round_.accumulator = strategy_->StartRound(round_.number, global_.span());
-  round_.deadline = round_.started + std::chrono::milliseconds(o_.round_timeout_ms);
+  round_.deadline_ms = deadline_.NextMs(o_.round_timeout_ms);
+  round_.deadline = round_.started + std::chrono::milliseconds(round_.deadline_ms);
   round_.traffic_at_start = server_->traffic();
   for (size_t i = 0; i < k; ++i) round_.selected.push_back(eligible[i]->id);
   std::sort(round_.selected.begin(), round_.selected.end());
@@ -64,21 +65,21 @@ void Service::Impl::SendTask(ClientState& c, bool force_full) {
   const std::vector<transport::SharedFrame>* frames = nullptr;
   if (!force_full && c.replica_hash == global_hash_) {
     if (unchanged_frames_.empty())
-      unchanged_frames_.push_back(share(protocol::EncodeRoundTask(Header(number), round_config_, o_.round_timeout_ms,
+      unchanged_frames_.push_back(share(protocol::EncodeRoundTask(Header(number), round_config_, round_.deadline_ms,
                                                                   global_hash_, protocol::PayloadEncoding::Unchanged,
                                                                   protocol::ChunkRef{})));
     frames = &unchanged_frames_;
   } else if (!force_full && last_delta_ && c.replica_hash == last_delta_->base_hash) {
     if (delta_frames_.empty())
       for (const auto& chunk : protocol::SplitPayload(last_delta_->payload, o_.chunk_bytes))
-        delta_frames_.push_back(share(protocol::EncodeRoundTask(Header(number), round_config_, o_.round_timeout_ms,
+        delta_frames_.push_back(share(protocol::EncodeRoundTask(Header(number), round_config_, round_.deadline_ms,
                                                                 global_hash_, protocol::PayloadEncoding::Codec, chunk,
                                                                 last_delta_->base_hash, last_delta_->round)));
     frames = &delta_frames_;
   } else {
     if (full_frames_.empty())
       for (const auto& chunk : protocol::SplitPayload(protocol::AsBytes(global_.span()), o_.chunk_bytes))
-        full_frames_.push_back(share(protocol::EncodeRoundTask(Header(number), round_config_, o_.round_timeout_ms,
+        full_frames_.push_back(share(protocol::EncodeRoundTask(Header(number), round_config_, round_.deadline_ms,
                                                                global_hash_, protocol::PayloadEncoding::DenseF32, chunk)));
     frames = &full_frames_;
   }
@@ -97,8 +98,12 @@ void Service::Impl::HandleResync(ClientState& c, const protocol::Header& h, cons
 }
 
 Status Service::Impl::CloseRound() {
-  for (uint32_t id : round_.selected)
-    if (!round_.results.count(id) && !round_.failures.count(id)) FailClient(id, "deadline");
+  for (uint32_t id : round_.selected) {
+    if (round_.results.count(id) || round_.failures.count(id)) continue;
+    FailClient(id, "deadline");
+    deadline_.Observe(round_.deadline_ms / 1000.0);  // censored: it would have taken longer
+  }
+  deadline_.EndRound();
   nlohmann::json secagg_line = nlohmann::json::object();
   if (round_.secagg) SHOAL_RETURN_IF_ERROR(AddSecureAggregate(secagg_line));
   round_.open = false;
@@ -207,6 +212,8 @@ Status Service::Impl::CloseRound() {
       {"encode_seconds", results.empty() ? 0.0 : encode_seconds / static_cast<double>(results.size())},
       {"decode_seconds", round_.decode_seconds},
       {"frames_rejected", frames_rejected_},
+      {"deadline_seconds", round_.deadline_ms / 1000.0},
+      {"updates_late", updates_late_},
       {"rejected_by_code", rejected_by_code_},
       {"secure", server_->secure()},
       {"connections", server_->handshakes().connections},

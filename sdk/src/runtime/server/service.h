@@ -13,6 +13,7 @@
 #include "shoal/status.h"
 #include "shoal/trainer.h"
 #include "aggregate/strategy.h"
+#include "runtime/server/deadline.h"
 #include "aggregate/wrappers/dp.h"
 #include "aggregate/wrappers/secagg.h"
 #include "transport/channel.h"
@@ -52,7 +53,8 @@ struct AggregatorOptions {
   std::string codec = "none";              // upload codec spec (clients encode their updates with it)
   std::string codec_down;                  // download codec for the global delta; Default: same as codec
   uint32_t batch_size = 32;                // client minibatch size
-  uint32_t round_timeout_ms = 60000;       // a round closes this long after its tasks went out
+  uint32_t round_timeout_ms = 60000;       // a round closes this long after its tasks went out (at most)
+  DeadlineOptions deadline;                // adaptive round deadline (deadline.h); off by default
   uint32_t heartbeat_interval_ms = 1000;   // clients send a heartbeat at least this often
   uint32_t heartbeat_timeout_ms = 10000;   // a client silent this long is dropped
   uint32_t chunk_bytes = 16u << 20;        // payload chunk size on the wire

@@ -18,7 +18,7 @@ namespace shoal::aggregator {
 struct ServiceFlags {
   std::string chunk_size = "16M";
   std::string optimizer = "sgd";
-  double round_timeout_s = 60, heartbeat_s = 1, heartbeat_timeout_s = 10;
+  double round_timeout_s = 60, heartbeat_s = 1, heartbeat_timeout_s = 10, deadline_min_s = 0.5;
   std::string dp_mode;  // "" = distributed with --secagg, else central
   double secagg_stage_timeout_s = 10;
 };
@@ -32,7 +32,12 @@ inline boost::program_options::options_description RoundOptions(AggregatorOption
       ("min-clients", po::value(&o.min_clients)->default_value(o.min_clients), "registered clients needed before a round starts")
       ("fraction", po::value(&o.fraction)->default_value(o.fraction), "share of registered clients selected per round, in (0, 1]")
       ("min-results", po::value(&o.min_results)->default_value(o.min_results), "updates needed to change the model in a round")
-      ("round-timeout", po::value(&f.round_timeout_s)->default_value(f.round_timeout_s), "seconds a round waits for updates")
+      ("round-timeout", po::value(&f.round_timeout_s)->default_value(f.round_timeout_s), "seconds a round waits for updates (at most, with --deadline-quantile)")
+      ("deadline-quantile", po::value(&o.deadline.quantile)->default_value(o.deadline.quantile),
+       "adaptive deadline: close a round at --deadline-margin times this quantile of recent update times (0 = fixed --round-timeout)")
+      ("deadline-margin", po::value(&o.deadline.margin)->default_value(o.deadline.margin), "adaptive deadline: factor on the quantile")
+      ("deadline-window", po::value(&o.deadline.window)->default_value(o.deadline.window), "adaptive deadline: rounds of update times kept")
+      ("deadline-min", po::value(&f.deadline_min_s)->default_value(f.deadline_min_s), "adaptive deadline: fewest seconds a round waits")
       ("heartbeat-interval", po::value(&f.heartbeat_s)->default_value(f.heartbeat_s), "seconds between client heartbeats")
       ("heartbeat-timeout", po::value(&f.heartbeat_timeout_s)->default_value(f.heartbeat_timeout_s), "seconds of silence before a client is dropped")
       ("chunk-size", po::value(&f.chunk_size)->default_value(f.chunk_size), "payload chunk size on the wire (bytes, or with K/M/G)")
@@ -129,6 +134,7 @@ inline Status ApplyServiceFlags(const ServiceFlags& f, AggregatorOptions& o) {
     return Status::InvalidArgument("timeouts and intervals must be positive");
   auto millis = [](double s) { return static_cast<uint32_t>(std::llround(s * 1000.0)); };
   o.round_timeout_ms = millis(f.round_timeout_s);
+  o.deadline.min_ms = millis(f.deadline_min_s);
   o.heartbeat_interval_ms = millis(f.heartbeat_s);
   o.heartbeat_timeout_ms = millis(f.heartbeat_timeout_s);
   o.optimizer.name = f.optimizer;

@@ -106,6 +106,7 @@ class Service::Impl {
     bool open = false;
     Clock::time_point started;
     Clock::time_point deadline;
+    uint32_t deadline_ms = 0;     // deadline - started, as the tasks announce it
     std::vector<uint32_t> selected;
     std::map<uint32_t, protocol::ChunkAssembler> assembling;
     // From the first chunk of each update in transfer: its weight and report.
@@ -232,6 +233,8 @@ class Service::Impl {
 
   std::ofstream metrics_;
   uint64_t frames_rejected_ = 0;
+  uint64_t updates_late_ = 0;     // updates (first chunks) for a round already closed
+  AdaptiveDeadline deadline_{o_.deadline};
   std::map<std::string, uint64_t> rejected_by_code_;
   uint64_t resyncs_ = 0;  // this round
 };
