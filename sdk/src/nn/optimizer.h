@@ -1,8 +1,9 @@
 // Optimizer: updates a whole flat parameter arena from a whole gradient arena, in the
 // backend's memory, with its state (momentum buffers, moments) in arenas of the same size.
 // Semantics follow torch.optim exactly (see sgd.h, adamw.h), so trajectories can be checked
-// against PyTorch. The client's local optimizer and the server-side optimizers (FedAdam,
-// DiLoCo's outer Nesterov, ...) are the same objects.
+// against PyTorch. The client's local optimizer and DiLoCo's outer Nesterov step are the same
+// objects; the aggregator's FedOpt optimizers follow Reddi et al.'s Algorithm 2 instead (no bias
+// correction, tau outside the root) on the host, in aggregate/strategies/fedopt.cc.
 #pragma once
 
 #include <cstddef>
