@@ -1,5 +1,6 @@
 // Crash consistency: the aggregator is SIGKILLed at random moments (inside rounds, between
-// them, while it writes its checkpoint) and restarted with --resume, 50 times, each in a run of
+// them; one trial in five aims at a checkpoint write, killing as soon as the temporary file
+// appears) and restarted with --resume, 50 times, each in a run of
 // its own with the same two client processes throughout. Every run must end with the model
 // hash of an uninterrupted run and list each round exactly once in its metrics. The run uses
 // every piece of state a resume must restore: a stateful server optimizer (fedadam's moments),
@@ -77,7 +78,14 @@ TEST(Crash, FiftySigkillsEachEndWithTheUninterruptedModel) {
     const int port = FreePort();
     auto agg = std::make_unique<Process>("shoal-aggregator", Args(port, dir), dir + "/agg1", OneThreadEnv());
     auto clients = Clients(port, dir);
-    ::usleep(static_cast<useconds_t>(rng.UniformDouble() * run_ms * 1000));
+    if (trial % 5 == 4) {
+      // Aim at a checkpoint write: kill as soon as its temporary file appears.
+      const std::string tmp = dir + "/ckpt/checkpoint.shoal.tmp";
+      const auto until = Clock::now() + std::chrono::duration<double, std::milli>(run_ms);
+      while (Clock::now() < until && !std::filesystem::exists(tmp) && agg->Running()) ::usleep(100);
+    } else {
+      ::usleep(static_cast<useconds_t>(rng.UniformDouble() * run_ms * 1000));
+    }
     if (agg->Running()) {
       agg->Signal(SIGKILL);
       ASSERT_EQ(agg->Wait(seconds(10)), 128 + SIGKILL);
@@ -88,6 +96,24 @@ TEST(Crash, FiftySigkillsEachEndWithTheUninterruptedModel) {
     ASSERT_EQ(agg->Wait(seconds(120)), 0) << "trial " << trial << ": " << agg->Stderr();
     ExpectAllExitZero(clients);
     EXPECT_EQ(FinalHash(dir + "/run.jsonl"), reference) << "trial " << trial;
+  }
+  // Killed after the last round's checkpoint, before its Bye reached the clients: the resumed
+  // aggregator has no round left, and must still tell the clients that come back that the run
+  // is over (not exit at once and leave them to their reconnect timeout).
+  {
+    const std::string dir = base + "/finished";
+    std::filesystem::create_directories(dir);
+    std::filesystem::copy(base + "/reference/ckpt", dir + "/ckpt");
+    std::filesystem::copy_file(base + "/reference/run.jsonl", dir + "/run.jsonl");
+    const int port = FreePort();
+    auto clients = Clients(port, dir);
+    Process agg("shoal-aggregator", Args(port, dir), dir + "/agg", OneThreadEnv());
+    EXPECT_EQ(agg.Wait(seconds(30)), 0) << agg.Stderr();
+    for (auto& c : clients) {
+      EXPECT_EQ(c->Wait(seconds(10)), 0) << c->Stderr();
+      EXPECT_NE(c->Stderr().find("training finished after 5 rounds"), std::string::npos) << c->Stderr();
+    }
+    EXPECT_EQ(FinalHash(dir + "/run.jsonl"), reference);
   }
   // Most draws land before the run ends; say how many hit a checkpoint being written.
   EXPECT_GE(killed, 35);

@@ -235,12 +235,27 @@ void Service::Impl::SendByeToAll(const std::string& reason) {
   if (!clients_.empty()) spdlog::warn("{} clients did not confirm the Bye", clients_.size());
 }
 
+// Resumed after the last round: the run's clients may never have heard its Bye (the process
+// was killed between the last checkpoint and the Bye), and wait to reconnect. For two
+// heartbeat timeouts (by then a client that lost its aggregator has registered again), every
+// client that registers is told the run is over instead of waiting out its reconnect timeout.
+Status Service::Impl::TellLateClientsTheRunIsOver(const std::atomic<bool>& stop) {
+  const std::string why = "training finished after " + std::to_string(last_completed_) + " rounds";
+  spdlog::info("all {} rounds are already done; telling clients that register in the next {} ms", o_.rounds,
+               2 * o_.heartbeat_timeout_ms);
+  const auto until = Clock::now() + 2 * std::chrono::milliseconds(o_.heartbeat_timeout_ms);
+  while (!stop.load() && Clock::now() < until) {
+    SHOAL_ASSIGN_OR_RETURN(auto in, server_->Recv(std::chrono::milliseconds(50)));
+    if (in) Handle(*in);
+    Flush();
+    if (!clients_.empty()) SendByeToAll(why);
+  }
+  return Status::Ok();
+}
+
 Status Service::Impl::Run(const std::atomic<bool>& stop, std::atomic<bool>* reload) {
   round_.number = last_completed_;
-  if (o_.rounds && last_completed_ >= o_.rounds) {
-    spdlog::info("all {} rounds are already done", o_.rounds);
-    return Status::Ok();
-  }
+  if (o_.rounds && last_completed_ >= o_.rounds) return TellLateClientsTheRunIsOver(stop);
   while (!stop.load()) {
     if (reload && reload->exchange(false)) ReloadAllowList();
     // Short polls while outboxes wait for room, so transfers flow without delay.

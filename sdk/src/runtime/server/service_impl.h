@@ -190,6 +190,7 @@ class Service::Impl {
   void PrintTableRow(const RoundReport& r);
   Status SaveCheckpoint();
   void SendByeToAll(const std::string& reason);
+  Status TellLateClientsTheRunIsOver(const std::atomic<bool>& stop);
 
   AggregatorOptions o_;
   zmq::context_t ctx_{1};
