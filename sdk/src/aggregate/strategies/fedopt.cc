@@ -99,7 +99,9 @@ class FedOpt final : public FedAvg {
         name_ != name)
       return Status::Corruption("the checkpoint holds no " + name_ + " server-optimizer state (was it written with "
                                 "another --strategy?)");
-    if (state.size() - eol - 1 != 4 * (m + v)) return Status::Corruption(name_ + " state: wrong length");
+    constexpr unsigned long long kMaxValues = 1ull << 34;  // bounds 4 * (m + v) well inside 64 bits
+    if (m > kMaxValues || v > kMaxValues || state.size() - eol - 1 != 4 * (m + v))
+      return Status::Corruption(name_ + " state: wrong length");
     OptState s;
     s.steps = steps;
     s.m.resize(m);
