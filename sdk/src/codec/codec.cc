@@ -514,7 +514,7 @@ Status Codec::LoadState(std::span<const uint8_t> state) {
   SHOAL_RETURN_IF_ERROR(r.ReadBytes(tlen, &tstate, "codec state transform"));
   if (!r.empty()) return Status::Corruption("codec state: trailing bytes");
   std::vector<float> residual(count);
-  std::memcpy(residual.data(), bytes.data(), bytes.size());
+  if (!bytes.empty()) std::memcpy(residual.data(), bytes.data(), bytes.size());  // empty: no data pointer
   if (m.transform) {
     SHOAL_RETURN_IF_ERROR(m.transform->LoadState(tstate));
   } else if (tlen != 0) {

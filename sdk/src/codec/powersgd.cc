@@ -116,7 +116,7 @@ class PowerSgd final : public Transform {
       std::span<const uint8_t> q;
       SHOAL_RETURN_IF_ERROR(r.ReadBytes(v[1] * v[2] * sizeof(float), &q, "powersgd state Q"));
       st.q.resize(v[1] * v[2]);
-      std::memcpy(st.q.data(), q.data(), q.size());
+      if (!q.empty()) std::memcpy(st.q.data(), q.data(), q.size());  // an empty Q has no data pointer
     }
     if (!r.empty()) return Status::Corruption("powersgd state: trailing bytes");
     state_ = std::move(loaded);

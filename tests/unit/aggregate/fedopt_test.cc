@@ -104,6 +104,25 @@ TEST(FedOpt, ResumesBitIdenticallyAndRefusesAnotherStrategysState) {
   EXPECT_FALSE((*MakeStrategy(o))->LoadState(cut).ok());
 }
 
+// Empty moments (before the first round; FedAvgM has no v) save and load too.
+TEST(FedOpt, EmptyStatesRoundTrip) {
+  for (const char* name : {"fedavgm", "fedadam", "fedyogi", "fedadagrad"}) {
+    StrategyOptions o;
+    o.name = name;
+    auto fresh = MakeStrategy(o), stepped = MakeStrategy(o), other = MakeStrategy(o);
+    EXPECT_TRUE((*other)->LoadState((*fresh)->SaveState()).ok()) << name;
+    ASSERT_TRUE(RunRound(**stepped, 1, {{"a", 1, Delta(1, 5)}}, std::vector<float>(5)).ok());
+    EXPECT_TRUE((*other)->LoadState((*stepped)->SaveState()).ok()) << name;
+    EXPECT_EQ((*other)->SaveState(), (*stepped)->SaveState()) << name;
+  }
+  for (const char* name : {"median", "centered_clip"}) {
+    StrategyOptions o;
+    o.name = name;
+    auto fresh = MakeStrategy(o), other = MakeStrategy(o);
+    EXPECT_TRUE((*other)->LoadState((*fresh)->SaveState()).ok()) << name;
+  }
+}
+
 TEST(FedOpt, RefusesBadSettings) {
   StrategyOptions o;
   o.name = "fedadam";

@@ -13,9 +13,9 @@
 // is host arithmetic on the aggregate, in double per coordinate.
 // State: m and v as float arrays and the step count, saved with each checkpoint, so a resumed
 // run continues bit-identically.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 
 #include "aggregate/strategies/fedavg.h"
@@ -85,9 +85,8 @@ class FedOpt final : public FedAvg {
     const std::string head = "fedopt1 " + name_ + " " + std::to_string(state_.steps) + " " +
                              std::to_string(state_.m.size()) + " " + std::to_string(state_.v.size()) + "\n";
     std::string out = head;
-    out.resize(head.size() + 4 * (state_.m.size() + state_.v.size()));
-    std::memcpy(out.data() + head.size(), state_.m.data(), 4 * state_.m.size());
-    std::memcpy(out.data() + head.size() + 4 * state_.m.size(), state_.v.data(), 4 * state_.v.size());
+    for (const std::vector<float>* a : {&state_.m, &state_.v})
+      out.append(reinterpret_cast<const char*>(a->data()), 4 * a->size());  // (nullptr, 0) when empty: fine
     return out;
   }
   Status LoadState(const std::string& state) override {
@@ -106,8 +105,9 @@ class FedOpt final : public FedAvg {
     s.steps = steps;
     s.m.resize(m);
     s.v.resize(v);
-    std::memcpy(s.m.data(), state.data() + eol + 1, 4 * m);
-    std::memcpy(s.v.data(), state.data() + eol + 1 + 4 * m, 4 * v);
+    const char* at = state.data() + eol + 1;
+    std::copy_n(at, 4 * m, reinterpret_cast<char*>(s.m.data()));  // copy_n, unlike memcpy, takes empty vectors
+    std::copy_n(at + 4 * m, 4 * v, reinterpret_cast<char*>(s.v.data()));
     state_ = std::move(s);
     return Status::Ok();
   }
