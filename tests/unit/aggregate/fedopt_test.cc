@@ -123,6 +123,20 @@ TEST(FedOpt, EmptyStatesRoundTrip) {
   }
 }
 
+// An aggregate whose step would overflow (finite, but D^2 past the float range) keeps the model
+// and leaves the moments as they were, so later rounds still step.
+TEST(FedOpt, AnOverflowingRoundKeepsTheModelAndTheState) {
+  StrategyOptions o;
+  o.name = "fedadam";
+  auto s = MakeStrategy(o), ref = MakeStrategy(o);
+  ASSERT_TRUE(RunRound(**s, 1, {{"a", 1, Delta(1, 4)}}, std::vector<float>(4)).ok());
+  ASSERT_TRUE(RunRound(**ref, 1, {{"a", 1, Delta(1, 4)}}, std::vector<float>(4)).ok());
+  auto huge = RunRound(**s, 2, {{"a", 1, std::vector<float>(4, 3e38f)}}, std::vector<float>(4));
+  ASSERT_TRUE(huge.ok());
+  EXPECT_FALSE(huge->has_value());
+  EXPECT_EQ((*s)->SaveState(), (*ref)->SaveState());
+}
+
 TEST(FedOpt, RefusesBadSettings) {
   StrategyOptions o;
   o.name = "fedadam";

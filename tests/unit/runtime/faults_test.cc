@@ -67,7 +67,7 @@ TEST_F(RuntimeTest, AStragglerIsDroppedAtEachDeadlineAndTheOthersAreApplied) {
   EXPECT_GE(fed.member(kStraggler).client->stats().rounds_trained, 1u);  // it trained, too late
 }
 
-// The same straggler under the adaptive deadline: round 1 waits the full --round-timeout
+// The same straggler under the adaptive deadline: round 1 announces the full --round-timeout
 // (nothing observed yet), later rounds close at margin x the median of the observed times, far
 // sooner, and the straggler's late updates are refused and counted.
 TEST_F(RuntimeTest, TheAdaptiveDeadlineStopsWaitingForAStraggler) {

@@ -37,7 +37,9 @@ class ServerStep final : public WeightedMean {
   StatusOr<std::optional<std::vector<float>>> Finish(std::span<const ClientFailure> failures) override {
     SHOAL_ASSIGN_OR_RETURN(auto mean, WeightedMean::Finish(failures));
     if (!mean) return mean;
-    OptState& s = *state_;
+    // The new state is computed on a copy and kept only if every value is finite: one huge
+    // (finite) aggregate must not leave inf moments behind that freeze every later round.
+    OptState s = *state_;
     const size_t n = mean->size();
     if (s.m.size() != n) s.m.assign(n, 0.0f);
     if (rule_ != Rule::kAvgM && s.v.size() != n) s.v.assign(n, 0.0f);
@@ -63,7 +65,11 @@ class ServerStep final : public WeightedMean {
       s.v[i] = static_cast<float>(v);
       x[i] = static_cast<float>(eta * m / (std::sqrt(v) + tau));
     }
+    for (size_t i = 0; i < n; ++i)
+      if (!std::isfinite(x[i]) || !std::isfinite(s.m[i]) || (!s.v.empty() && !std::isfinite(s.v[i])))
+        return std::optional<std::vector<float>>();  // the model and the state stay as they were
     ++s.steps;
+    *state_ = std::move(s);
     return mean;
   }
 

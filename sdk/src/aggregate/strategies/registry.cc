@@ -36,7 +36,7 @@ StatusOr<std::unique_ptr<Strategy>> MakeStrategy(const StrategyOptions& options)
     return Status::InvalidArgument("unknown --strategy '" + o.name + "' (valid: " + kNames + ")");
   if (!(o.learning_rate > 0.0f) || !std::isfinite(o.learning_rate))
     return Status::InvalidArgument("--lr must be a positive number");
-  if (!Finite(o.server_learning_rate, 0.0f)) return Status::InvalidArgument("--server-lr must be a positive number");
+  if (!Finite(o.server_learning_rate, 0.0f)) return Status::InvalidArgument("--server-lr must be >= 0 (0: the strategy's default)");
   if (o.server_learning_rate == 0.0f)
     o.server_learning_rate = OneOf(o.name, {"fedadam", "fedyogi"}) ? 0.01f : o.name == "fedadagrad" ? 0.1f : 1.0f;
   if (o.local_epochs == 0 && o.local_steps == 0)

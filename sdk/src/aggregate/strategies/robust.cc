@@ -51,7 +51,8 @@ class Collected final : public Accumulator {
 };
 
 size_t Byzantine(const StrategyOptions& o, size_t n) {
-  return static_cast<size_t>(std::floor(static_cast<double>(o.byzantine_fraction) * static_cast<double>(n)));
+  // The fraction is a float (0.35f is 0.3499999940...): a small tolerance keeps floor(0.35 * 20) at 7.
+  return static_cast<size_t>(std::floor(static_cast<double>(o.byzantine_fraction) * static_cast<double>(n) + 1e-6));
 }
 
 class Robust final : public FedAvg {

@@ -12,7 +12,8 @@ Status Service::Impl::Init(std::unique_ptr<transport::Listener> listener) {
     return Status::InvalidArgument("--deadline-quantile must be in [0, 1) (0 = the fixed --round-timeout)");
   if (!(o_.deadline.margin >= 1.0) || !std::isfinite(o_.deadline.margin))
     return Status::InvalidArgument("--deadline-margin must be at least 1");
-  if (o_.deadline.window == 0) return Status::InvalidArgument("--deadline-window must be at least 1");
+  if (o_.deadline.window == 0 || o_.deadline.window > 1000)
+    return Status::InvalidArgument("--deadline-window must be in [1, 1000]");
   if (o_.heartbeat_interval_ms == 0 || o_.heartbeat_timeout_ms <= o_.heartbeat_interval_ms)
     return Status::InvalidArgument("--heartbeat-timeout must be larger than --heartbeat-interval");
   if (o_.chunk_bytes < 1024) return Status::InvalidArgument("--chunk-bytes must be at least 1024");

@@ -132,6 +132,8 @@ inline Status ApplyServiceFlags(const ServiceFlags& f, AggregatorOptions& o) {
   o.chunk_bytes = static_cast<uint32_t>(*chunk);
   if (!(f.round_timeout_s > 0) || !(f.heartbeat_s > 0) || !(f.heartbeat_timeout_s > 0))
     return Status::InvalidArgument("timeouts and intervals must be positive");
+  if (!(f.deadline_min_s >= 0 && f.deadline_min_s <= f.round_timeout_s))
+    return Status::InvalidArgument("--deadline-min must be between 0 and --round-timeout");
   auto millis = [](double s) { return static_cast<uint32_t>(std::llround(s * 1000.0)); };
   o.round_timeout_ms = millis(f.round_timeout_s);
   o.deadline.min_ms = millis(f.deadline_min_s);

@@ -38,6 +38,9 @@ StatusOr<std::unique_ptr<Attack>> Attack::Create(const AttackOptions& o, uint32_
     return std::unique_ptr<Attack>();
   }
   if (o.attackers == 0.0) return Status::InvalidArgument("--attack " + k + " needs --attackers FRACTION (> 0)");
+  if (std::llround(o.attackers * clients) == 0)
+    return Status::InvalidArgument("--attackers " + std::to_string(o.attackers) + " of " + std::to_string(clients) +
+                                   " clients rounds to no attacker");
   return std::unique_ptr<Attack>(new Attack(o, clients, per_round, seed, std::move(honest)));
 }
 
