@@ -88,7 +88,11 @@ TEST(Crash, FiftySigkillsEachEndWithTheUninterruptedModel) {
     }
     if (agg->Running()) {
       agg->Signal(SIGKILL);
-      ASSERT_EQ(agg->Wait(seconds(10)), 128 + SIGKILL);
+      const int rc = agg->Wait(seconds(10));
+      // It may have finished on its own between Running() and the signal.
+      ASSERT_TRUE(rc == 128 + SIGKILL || rc == 0) << rc;
+    }
+    if (agg->Wait(seconds(0)) == 128 + SIGKILL) {
       ++killed;
       mid_checkpoint += std::filesystem::exists(dir + "/ckpt/checkpoint.shoal.tmp");
       agg = std::make_unique<Process>("shoal-aggregator", Args(port, dir), dir + "/agg2", OneThreadEnv());
