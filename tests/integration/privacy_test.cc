@@ -171,7 +171,7 @@ TEST(Privacy, SecAggOverRealProcessesLearnsAndRecoversAKilledClient) {
 TEST(Privacy, CAbiApplicationsUnderSecAggAndDistributedDp) {
   const std::string dir = TempDir("secagg-capi");
   const int port = FreePort();
-  auto args = AggregatorArgs(port, 6, 3, dir + "/run.jsonl");
+  auto args = AggregatorArgs(port, 12, 3, dir + "/run.jsonl");
   SetFlag(args, "--model", "linear");
   for (auto [flag, value] : std::vector<std::pair<std::string, std::string>>{
            {"--secagg-dropout", "0"}, {"--secagg-range", "4"}, {"--dp-clip", "5"}, {"--dp-noise-multiplier", "0.02"}})
@@ -187,7 +187,7 @@ TEST(Privacy, CAbiApplicationsUnderSecAggAndDistributedDp) {
   ASSERT_EQ(agg.Wait(seconds(120)), 0) << agg.Stderr();
   for (auto& app : apps) EXPECT_EQ(app->Wait(seconds(30)), 0) << app->Stderr();
   auto lines = ReadJsonLines(dir + "/run.jsonl");
-  ASSERT_EQ(lines.size(), 6u);
+  ASSERT_EQ(lines.size(), 12u);
   for (const auto& l : lines) {
     EXPECT_EQ(l["clients_reported"], 3) << l.dump();
     EXPECT_TRUE(l.contains("epsilon") && l.contains("secagg_recovered")) << l.dump();
