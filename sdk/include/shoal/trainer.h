@@ -52,6 +52,10 @@ struct TaskConfig {
   double test_fraction = 0.2;        // held-out share of the dataset (aggregator only evaluates on it)
   std::string codec = "none";        // upload codec spec, e.g. "ef|topk:ratio=0.01|int8" ("none" = dense fp32)
   std::string codec_down = "none";   // download codec spec for the global delta
+  // Per-client upload codec: a client whose measured upload rate is below slow_below_mbps
+  // encodes with codec_slow instead of codec ("" = one codec for everyone).
+  std::string codec_slow;
+  double slow_below_mbps = 0.0;
   bool operator==(const TaskConfig&) const = default;
 };
 

@@ -24,6 +24,9 @@ struct ClientUpdate {
   uint32_t client_id = 0;
   uint64_t num_examples = 0;     // FedAvg weight, in [1, 2^40]
   std::span<const float> delta;  // w_local - w_global
+  // Asynchronous strategies: commits made since the model version the client trained from
+  // (0 = the current one). Always 0 in synchronous rounds.
+  uint64_t staleness = 0;
 };
 
 // A selected client that did not report, and why.
@@ -36,7 +39,8 @@ struct ClientFailure {
 // Strategy settings from the command line / config file.
 struct StrategyOptions {
   // "fedavg" | "fedprox" | "demo" | FedOpt: "fedavgm" | "fedadam" | "fedyogi" | "fedadagrad" |
-  // robust: "median" | "trimmed_mean" | "krum" | "multi_krum" | "centered_clip"
+  // robust: "median" | "trimmed_mean" | "krum" | "multi_krum" | "centered_clip" |
+  // asynchronous: "fedbuff"
   std::string name = "fedavg";
   float learning_rate = 0.05f;   // client learning rate sent in each round's config
   uint32_t local_epochs = 1;
@@ -55,6 +59,17 @@ struct StrategyOptions {
   float byzantine_fraction = 0.2f;
   float clip_radius = 0.0f;      // centered_clip: tau; 0 = the median distance, each iteration
   uint32_t clip_iterations = 3;  // centered_clip: L
+  uint32_t buffer_size = 10;     // fedbuff: K, the updates buffered per commit
+  uint32_t max_staleness = 20;   // fedbuff: an update trained from an older model is refused as late
+};
+
+// How an asynchronous strategy wants the service to run (Strategy::asynchronous): no rounds
+// that wait for a cohort; every busy client trains on the model version it holds, and a
+// "round" is one commit of `buffer` updates. An update whose base is more than
+// `max_staleness` commits old is refused as late.
+struct AsyncPolicy {
+  uint32_t buffer = 0;
+  uint32_t max_staleness = 0;
 };
 
 // One round's aggregation, fed one update at a time as each arrives and is validated, so the
@@ -93,6 +108,8 @@ class Strategy {
   // --fraction, from the OS CSPRNG), which the DP accountant assumes; otherwise a seeded
   // shuffle picks exactly ceil(fraction * n).
   virtual bool poisson_sampling() const { return false; }
+  // Set for an asynchronous strategy (FedBuff); nullopt for synchronous rounds.
+  virtual std::optional<AsyncPolicy> asynchronous() const { return std::nullopt; }
   // Values about the round whose accumulator finished last, for the metrics line.
   virtual std::vector<StrategyMetric> RoundMetrics() const { return {}; }
   // Why round `round` must not start (a privacy budget that it would exceed), or nullopt.

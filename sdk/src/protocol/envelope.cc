@@ -208,7 +208,8 @@ flatbuffers::Offset<wire::TaskConfig> BuildTask(FlatBufferBuilder& fbb, const Ta
                                                o.demo_topk);
   return wire::CreateTaskConfigDirect(fbb, t.model.c_str(), &layout, t.dataset.c_str(), opt, t.local_epochs,
                                       t.local_steps, t.batch_size, t.prox_mu, t.seed, t.test_fraction,
-                                      t.codec.c_str(), t.codec_down.c_str());
+                                      t.codec.c_str(), t.codec_down.c_str(),
+                                      t.codec_slow.empty() ? nullptr : t.codec_slow.c_str(), t.slow_below_mbps);
 }
 
 Frame EncodeWelcome(const Header& h, const WelcomeInfo& w) {
@@ -314,6 +315,11 @@ StatusOr<TaskConfig> DecodeTask(const wire::TaskConfig* t) {
   if (t->codec()) out.codec = t->codec()->str();
   SHOAL_RETURN_IF_ERROR(CheckString(t->codec_down(), "task.codec_down", false));
   if (t->codec_down()) out.codec_down = t->codec_down()->str();
+  SHOAL_RETURN_IF_ERROR(CheckString(t->codec_slow(), "task.codec_slow", false));
+  if (t->codec_slow()) out.codec_slow = t->codec_slow()->str();
+  out.slow_below_mbps = t->slow_below_mbps();
+  if (!std::isfinite(out.slow_below_mbps) || out.slow_below_mbps < 0 || (!out.codec_slow.empty() && out.slow_below_mbps == 0))
+    return Status::Protocol("task.slow_below_mbps must be finite, >= 0, and > 0 with a codec_slow");
   if (!t->layout() || t->layout()->size() == 0) return Status::Protocol("task has an empty model layout");
   if (t->layout()->size() > kMaxLayoutTensors) return Status::Protocol("task layout has too many tensors");
   uint64_t total = 0;

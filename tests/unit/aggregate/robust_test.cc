@@ -105,8 +105,11 @@ TEST(Robust, KrumPicksTheLowestNaiveScoresAndShunsOutliers) {
   std::vector<double> scores;
   for (size_t a = 0; a < x.size(); ++a) scores.push_back(KrumScoreNaive(x, a, f));
   for (size_t k = 1; k < pick.size(); ++k) EXPECT_LE(scores[pick[k - 1]], scores[pick[k]]);
-  for (size_t a = 0; a < x.size(); ++a)
-    if (std::find(pick.begin(), pick.end(), a) == pick.end()) EXPECT_GE(scores[a], scores[pick.back()] - 1e-9);
+  for (size_t a = 0; a < x.size(); ++a) {
+    if (std::find(pick.begin(), pick.end(), a) == pick.end()) {
+      EXPECT_GE(scores[a], scores[pick.back()] - 1e-9);
+    }
+  }
   // Three attackers far away (f = 3 < (11 - 2) / 2) are never chosen, even by Multi-Krum's 8.
   for (size_t k = 0; k < 3; ++k)
     for (float& v : x[k]) v += 50.0f;

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "core/rng.h"
@@ -24,6 +25,8 @@ TaskConfig SampleTask() {
   t.test_fraction = 0.25;
   t.codec = "ef|topk:ratio=0.01|int8";
   t.codec_down = "int8";
+  t.codec_slow = "ef|sign";
+  t.slow_below_mbps = 2.5;
   t.optimizer.demo_decay = 0.99f;
   t.optimizer.demo_chunk = 32;
   t.optimizer.demo_topk = 4;
@@ -55,9 +58,39 @@ TEST(Envelope, WelcomeRoundTripsEveryField) {
   EXPECT_FLOAT_EQ(back->task.prox_mu, 0.5f);
   EXPECT_EQ(back->task.seed, 99u);
   EXPECT_DOUBLE_EQ(back->task.test_fraction, 0.25);
+  EXPECT_EQ(back->task.codec_slow, "ef|sign");
+  EXPECT_DOUBLE_EQ(back->task.slow_below_mbps, 2.5);
   EXPECT_EQ(back->chunk_bytes, 4096u);
   // Everything the task carries survives the trip, including the codecs and DeMo settings.
   EXPECT_TRUE(back->task == w.task);
+}
+
+// A per-client upload codec needs a positive, finite rate bound; a task without one decodes
+// with none.
+TEST(Envelope, WelcomeRefusesACodecSlowWithoutAValidRate) {
+  for (double rate : {0.0, -1.0, std::nan(""), static_cast<double>(INFINITY)}) {
+    WelcomeInfo w;
+    w.client_id = 7;
+    w.task = SampleTask();
+    w.task.slow_below_mbps = rate;
+    Frame f = EncodeWelcome({11, 0, 0, 3}, w);
+    Verified v = VerifyFrame(f, f.size());
+    ASSERT_TRUE(v.ok()) << v.reason;
+    auto back = DecodeWelcome(v.envelope->message_as_Welcome());
+    ASSERT_FALSE(back.ok()) << rate;
+    EXPECT_NE(back.status().message().find("slow_below_mbps"), std::string::npos);
+  }
+  WelcomeInfo plain;
+  plain.client_id = 7;
+  plain.task = SampleTask();
+  plain.task.codec_slow.clear();
+  plain.task.slow_below_mbps = 0;
+  Frame f = EncodeWelcome({11, 0, 0, 3}, plain);
+  Verified v = VerifyFrame(f, f.size());
+  ASSERT_TRUE(v.ok()) << v.reason;
+  auto back = DecodeWelcome(v.envelope->message_as_Welcome());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->task.codec_slow, "");
 }
 
 // ZeroMQ delivers small frames at any offset of its receive buffer: a frame at every

@@ -50,6 +50,15 @@ inline bool WaitUntil(const std::function<bool()>& done, milliseconds limit) {
   return true;
 }
 
+// Why Service::Create refuses `o` (its message), or "" when it accepts it.
+inline std::string CreateRefusal(const AggregatorOptions& o) {
+  auto net = Network::Create(1);
+  auto listener = net->Listen(kAggregatorName);
+  if (!listener.ok()) return "no listener: " + listener.status().message();
+  auto service = aggregator::Service::Create(o, std::move(*listener));
+  return service.ok() ? std::string() : service.status().message();
+}
+
 // How one client is connected: its two links, and optionally a wrapper around its channel
 // (to drop chosen frames, for instance).
 using ChannelWrap = std::function<std::unique_ptr<transport::Channel>(std::unique_ptr<transport::Channel>)>;

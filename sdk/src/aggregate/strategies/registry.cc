@@ -2,6 +2,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "aggregate/strategies/fedbuff.h"
 #include "aggregate/strategy.h"
 
 namespace shoal::aggregator {
@@ -16,7 +17,7 @@ namespace {
 
 constexpr const char* kNames =
     "fedavg, fedprox, demo, fedavgm, fedadam, fedyogi, fedadagrad, median, trimmed_mean, krum, multi_krum, "
-    "centered_clip";
+    "centered_clip, fedbuff";
 
 bool OneOf(const std::string& name, std::initializer_list<const char*> names) {
   for (const char* n : names)
@@ -32,7 +33,7 @@ StatusOr<std::unique_ptr<Strategy>> MakeStrategy(const StrategyOptions& options)
   StrategyOptions o = options;
   const bool fedopt = OneOf(o.name, {"fedavgm", "fedadam", "fedyogi", "fedadagrad"});
   const bool robust = OneOf(o.name, {"median", "trimmed_mean", "krum", "multi_krum", "centered_clip"});
-  if (!fedopt && !robust && !OneOf(o.name, {"fedavg", "fedprox", "demo"}))
+  if (!fedopt && !robust && !OneOf(o.name, {"fedavg", "fedprox", "demo", "fedbuff"}))
     return Status::InvalidArgument("unknown --strategy '" + o.name + "' (valid: " + kNames + ")");
   if (!(o.learning_rate > 0.0f) || !std::isfinite(o.learning_rate))
     return Status::InvalidArgument("--lr must be a positive number");
@@ -46,6 +47,10 @@ StatusOr<std::unique_ptr<Strategy>> MakeStrategy(const StrategyOptions& options)
   if (o.name == "fedprox") {
     if (!Finite(o.prox_mu, 0.0f)) return Status::InvalidArgument("--prox-mu must be >= 0");
     return MakeFedProx(o);
+  }
+  if (o.name == "fedbuff") {
+    if (o.buffer_size == 0) return Status::InvalidArgument("--buffer-size must be at least 1");
+    return MakeFedBuff(o);
   }
   if (fedopt) {
     if (!Finite(o.server_momentum, 0.0f) || o.server_momentum >= 1.0f)

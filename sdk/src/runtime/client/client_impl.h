@@ -184,6 +184,20 @@ class Client::Impl {
   TrainResult train_result_;
   std::optional<EvalResult> train_eval_;  // of the model received, before training
   runtime::UpdatePipeline update_stages_;  // what an update goes through before it is sent
+  // The per-client upload codec (task.codec_slow, training.cc): its stages, and the measured
+  // upload rate that chooses it: an update's bytes over the time from its first chunk sent to
+  // its Ack, less the smallest heartbeat round trip seen (the link's latency), smoothed. The
+  // slow codec until the first measure.
+  std::unique_ptr<codec::Codec> slow_codec_;
+  runtime::UpdatePipeline slow_stages_;
+  std::optional<double> upload_mbps_;
+  bool sent_slow_ = true;                  // the last update went with the slow codec (for the log)
+  Clock::time_point upload_started_;
+  uint64_t upload_bytes_ = 0;
+  std::optional<Clock::time_point> heartbeat_sent_;  // awaiting its echo
+  std::optional<double> min_rtt_s_;
+  void MeasureUpload();                    // at the Ack of the update in flight
+  bool UseSlowCodec() const;
   // Secure aggregation: the state machine (per registration), the round it runs, its Setup,
   // the shares addressed to this client, and the trained update waiting for them.
   std::unique_ptr<privacy::secagg::Client> secagg_;

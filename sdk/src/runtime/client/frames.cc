@@ -24,7 +24,8 @@ Status Client::Impl::HandleWelcome(const protocol::Header& h, protocol::WelcomeI
     replica_.reset();
     replica_hash_.clear();
   }
-  if (!up_codec_ || up_codec_->spec() != w->task.codec || down_codec_->spec() != w->task.codec_down) {
+  if (!up_codec_ || up_codec_->spec() != w->task.codec || down_codec_->spec() != w->task.codec_down ||
+      (slow_codec_ ? slow_codec_->spec() : std::string()) != w->task.codec_slow) {
     auto up = codec::Codec::Create(w->task.codec, w->task.layout);
     if (!up.ok()) return up.status().WithContext("cannot run the aggregator's --codec");
     auto down = codec::Codec::Create(w->task.codec_down, w->task.layout);
@@ -33,6 +34,14 @@ Status Client::Impl::HandleWelcome(const protocol::Header& h, protocol::WelcomeI
     down_codec_ = std::move(*down);
     update_stages_ = runtime::UpdatePipeline();
     update_stages_.Add(runtime::EncodeStage(up_codec_.get(), w->task.seed));
+    slow_codec_.reset();
+    slow_stages_ = runtime::UpdatePipeline();
+    if (!w->task.codec_slow.empty()) {
+      auto slow = codec::Codec::Create(w->task.codec_slow, w->task.layout);
+      if (!slow.ok()) return slow.status().WithContext("cannot run the aggregator's --codec-slow");
+      slow_codec_ = std::move(*slow);
+      slow_stages_.Add(runtime::EncodeStage(slow_codec_.get(), w->task.seed));
+    }
   }
   if (w->privacy.secagg && (!secagg_ || client_id_ != w->client_id)) {
     // A signing identity for this registration's AdvertiseKeys (docs/SECURITY.md: without a
@@ -213,6 +222,7 @@ Status Client::Impl::HandleFrame(const transport::Message& m) {
   }
   if (std::holds_alternative<protocol::Ack>(msg.body)) {
     if (h.round == awaiting_ack_round_) {
+      MeasureUpload();
       ClientEvent e(ClientEvent::Kind::kRoundDone);
       e.round = h.round;
       e.seconds = std::chrono::duration<double>(Clock::now() - round_started_).count();
@@ -232,7 +242,12 @@ Status Client::Impl::HandleFrame(const transport::Message& m) {
     (void)channel_->Send(protocol::EncodeBye(NextHeader(h.round), "bye"), milliseconds(500));
     return Status::Ok();
   }
-  return Status::Ok();  // Heartbeat echo: liveness only
+  if (std::holds_alternative<protocol::Heartbeat>(msg.body) && heartbeat_sent_) {  // the echo: a round trip
+    const double rtt = std::chrono::duration<double>(Clock::now() - *heartbeat_sent_).count();
+    min_rtt_s_ = min_rtt_s_ ? std::min(*min_rtt_s_, rtt) : rtt;
+    heartbeat_sent_.reset();
+  }
+  return Status::Ok();
 }
 
 }  // namespace shoal

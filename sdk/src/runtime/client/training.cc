@@ -106,16 +106,41 @@ Status Client::Impl::FinishTraining() {
     }
     return Status::Ok();
   }
-  if (auto failed = update_stages_.Run(u)) return failed->status.WithContext("preparing the update");
+  const bool slow = UseSlowCodec();
+  if (slow != sent_slow_ && upload_mbps_)
+    spdlog::info("round {}: measured upload {:.3g} Mbit/s, {} --codec-slow {}", round, *upload_mbps_,
+                 slow ? "below the aggregator's bound: back to" : "at or above the aggregator's bound: leaving",
+                 welcome_->task.codec_slow);
+  sent_slow_ = slow;
+  if (auto failed = (slow ? slow_stages_ : update_stages_).Run(u)) return failed->status.WithContext("preparing the update");
+  const auto encoding = slow ? protocol::PayloadEncoding::CodecSlow : protocol::PayloadEncoding::Codec;
   SendUpdatePayload(u, u.payload, "update", [&](const protocol::Header& h, const protocol::ChunkRef& chunk) {
-    return protocol::EncodeUpdate(h, u.num_examples, u.report, protocol::PayloadEncoding::Codec, chunk);
+    return protocol::EncodeUpdate(h, u.num_examples, u.report, encoding, chunk);
   });
   return Status::Ok();
+}
+
+// Until an upload has been measured, the slow codec: a client on a slow link must not spend
+// its first round sending the large encoding (the round would wait for it).
+bool Client::Impl::UseSlowCodec() const {
+  return slow_codec_ && (!upload_mbps_ || *upload_mbps_ < welcome_->task.slow_below_mbps);
+}
+
+void Client::Impl::MeasureUpload() {
+  if (upload_bytes_ == 0) return;
+  const double elapsed = std::chrono::duration<double>(Clock::now() - upload_started_).count();
+  // The transfer's own time: less one round trip of latency, and at least 1 ms.
+  const double seconds = std::max(elapsed - min_rtt_s_.value_or(0.0), 1e-3);
+  const double mbps = static_cast<double>(upload_bytes_) * 8.0 / 1e6 / seconds;
+  upload_mbps_ = upload_mbps_ ? 0.5 * *upload_mbps_ + 0.5 * mbps : mbps;
+  upload_bytes_ = 0;
 }
 
 void Client::Impl::SendUpdatePayload(
     const runtime::Update& u, std::span<const uint8_t> payload, const char* what,
     const std::function<protocol::Frame(const protocol::Header&, const protocol::ChunkRef&)>& frame) {
+  upload_started_ = Clock::now();
+  upload_bytes_ = payload.size();
   for (const auto& chunk : protocol::SplitPayload(payload, welcome_->chunk_bytes)) {
     Status st = Send(frame(NextHeader(u.round), chunk));
     if (!st.ok()) {

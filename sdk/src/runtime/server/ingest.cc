@@ -5,24 +5,30 @@ namespace shoal::aggregator {
 static_assert(protocol::kMaxExamples == ExactSum::kMaxWeight, "every valid example count must be a valid weight");
 
 void Service::Impl::HandleUpdate(ClientState& c, const protocol::Header& h, protocol::UpdateChunk& u) {
-  if (!round_.open || h.round != round_.number) {
+  if (async_) {
+    if (!AdmitBuffered(c, h.round)) return;
+  } else if (!round_.open || h.round != round_.number) {
     // An update for a round that closed before it arrived: late, counted once (at its first chunk).
     if (h.round != 0 && h.round <= last_completed_ && u.chunk.index == 0) ++updates_late_;
     return Reject(c.peer, ErrorCode::StaleRound,
                   "update for round " + std::to_string(h.round) + " but " +
                       (round_.open ? "round " + std::to_string(round_.number) + " is open" : "no round is open"),
                   h.round);
-  }
-  if (!IsSelected(c.id)) return Reject(c.peer, ErrorCode::StaleRound, "client was not selected this round", round_.number);
-  if (round_.results.count(c.id) || round_.failures.count(c.id))
+  } else if (!IsSelected(c.id)) {
+    return Reject(c.peer, ErrorCode::StaleRound, "client was not selected this round", round_.number);
+  } else if (round_.results.count(c.id) || round_.failures.count(c.id)) {
     return Reject(c.peer, ErrorCode::Duplicate, "this round's update was already settled", round_.number);
+  }
   if (round_.secagg) {
     Reject(c.peer, ErrorCode::MalformedFrame, "this aggregator runs secure aggregation: send a masked input, not an Update",
            round_.number);
     return FailClient(c.id, "rejected: a plain update under secure aggregation");
   }
-  if (u.encoding != protocol::PayloadEncoding::Codec) {
-    Reject(c.peer, ErrorCode::MalformedFrame, "an update must be encoded with the task's codec", round_.number);
+  if (u.encoding != protocol::PayloadEncoding::Codec && !(u.encoding == protocol::PayloadEncoding::CodecSlow && slow_codec_)) {
+    Reject(c.peer, ErrorCode::MalformedFrame,
+           slow_codec_ ? "an update must be encoded with the task's codec or codec_slow"
+                       : "an update must be encoded with the task's codec",
+           round_.number);
     return FailClient(c.id, "rejected: wrong encoding");
   }
   const uint64_t max_bytes = protocol::MaxCodecPayloadBytes(global_.size());
@@ -32,7 +38,10 @@ void Service::Impl::HandleUpdate(ClientState& c, const protocol::Header& h, prot
       Reject(c.peer, ErrorCode::MalformedFrame, "num_examples must be in [1, 2^40]", round_.number);
       return FailClient(c.id, "rejected: bad num_examples");
     }
-    round_.incoming[c.id] = {u.num_examples, std::move(u.report)};
+    round_.incoming[c.id] = {u.num_examples, std::move(u.report), u.encoding};
+  } else if (round_.incoming[c.id].encoding != u.encoding) {
+    Reject(c.peer, ErrorCode::MalformedFrame, "an update's chunks must all have one encoding", round_.number);
+    return FailClient(c.id, "rejected: mixed encodings");
   }
   Status st = it->second.Add(u.chunk);
   if (!st.ok()) {
@@ -40,20 +49,31 @@ void Service::Impl::HandleUpdate(ClientState& c, const protocol::Header& h, prot
     return FailClient(c.id, "rejected: " + st.message());
   }
   if (!it->second.complete()) return;
-  deadline_.Observe(std::chrono::duration<double>(Clock::now() - round_.started).count());
   runtime::Update update;
   update.author = c.name;
-  update.round = round_.number;
+  update.round = h.round;  // the task's round: the client encoded with its context
   update.payload = it->second.Take();
   round_.assembling.erase(it);
-  std::tie(update.num_examples, update.report) = std::move(round_.incoming[c.id]);
+  RoundState::Incoming incoming = std::move(round_.incoming[c.id]);
   round_.incoming.erase(c.id);
+  update.num_examples = incoming.num_examples;
+  update.report = std::move(incoming.report);
+  const bool slow = incoming.encoding == protocol::PayloadEncoding::CodecSlow;
+  uint64_t staleness = 0;
+  if (async_) {
+    auto s = BufferedStaleness(c, h.round);
+    if (!s) return;
+    staleness = *s;
+  } else {
+    deadline_.Observe(std::chrono::duration<double>(Clock::now() - round_.started).count());
+  }
   // The ingest stages: decode, then validate (finite, within the norm bound).
   const auto decode_start = Clock::now();
-  std::optional<runtime::UpdatePipeline::Failure> failed = ingest_.Run(update);
+  std::optional<runtime::UpdatePipeline::Failure> failed = (slow ? ingest_slow_ : ingest_).Run(update);
   round_.decode_seconds += std::chrono::duration<double>(Clock::now() - decode_start).count();
   if (!failed) {
-    if (Status added = round_.accumulator->Add({c.name, c.id, update.num_examples, update.delta}); !added.ok())
+    if (Status added = round_.accumulator->Add({c.name, c.id, update.num_examples, update.delta, staleness});
+        !added.ok())
       failed = runtime::UpdatePipeline::Failure{runtime::Refusal::kShapeMismatch, added.WithContext("accumulate")};
   }
   if (failed) {
@@ -63,8 +83,11 @@ void Service::Impl::HandleUpdate(ClientState& c, const protocol::Header& h, prot
     Reject(c.peer, code, "update refused: " + failed->status.message(), round_.number);
     return FailClient(c.id, "rejected: " + failed->status.message());
   }
-  round_.results[c.id] = Reported{c.name, c.id, update.num_examples, std::move(update.report)};
-  Enqueue(c.id, protocol::EncodeAck(Header(round_.number), true));
+  round_.results.emplace(c.id, Reported{c.name, c.id, update.num_examples, std::move(update.report)});
+  round_.slow_codec_updates += slow;
+  c.training = false;
+  dispatch_pending_ = true;
+  Enqueue(c.id, protocol::EncodeAck(Header(h.round), true));
 }
 
 }  // namespace shoal::aggregator

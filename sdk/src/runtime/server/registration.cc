@@ -78,13 +78,19 @@ void Service::Impl::HandleHello(const transport::Listener::Inbound& in, const pr
   clients_[id] = std::move(c);
   Enqueue(id, protocol::EncodeWelcome(Header(0), MakeWelcome(id)));
   waiting_logged_ = false;
+  dispatch_pending_ = true;
 }
 
 void Service::Impl::FailClient(uint32_t id, const std::string& reason) {
-  if (!IsSelected(id) || round_.results.count(id) || round_.failures.count(id)) return;
+  if (!IsSelected(id) || (!async_ && (round_.results.count(id) || round_.failures.count(id)))) return;
   round_.assembling.erase(id);
+  round_.incoming.erase(id);
   auto it = clients_.find(id);
-  round_.failures[id] = ClientFailure{it != clients_.end() ? it->second.name : "?", id, reason};
+  if (it != clients_.end() && async_) {  // idle now; a task again once there is a model it has not trained on
+    it->second.training = false;
+    dispatch_pending_ = true;
+  }
+  round_.failures.emplace(id, ClientFailure{it != clients_.end() ? it->second.name : "?", id, reason});
   spdlog::warn("round {}: client {} failed: {}", round_.number, id, reason);
 }
 

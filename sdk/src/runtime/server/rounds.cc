@@ -10,14 +10,33 @@ bool Service::Impl::MaybeStartRound() {
     }
     return false;
   }
+  const uint64_t number = last_completed_ + 1;
+  ResetRound(number);
+  round_.open = true;
+  round_.started = Clock::now();
+  round_.accumulator = strategy_->StartRound(round_.number, global_.span());
+  round_.deadline_ms = async_ ? o_.round_timeout_ms : deadline_.NextMs(o_.round_timeout_ms);
+  round_.deadline = round_.started + std::chrono::milliseconds(round_.deadline_ms);
+  round_.traffic_at_start = server_->traffic();
+  round_config_ = strategy_->Configure(number);
+  full_frames_.clear();
+  delta_frames_.clear();
+  unchanged_frames_.clear();
+  resyncs_ = 0;
+  if (async_) {
+    DispatchIdle();
+    spdlog::info("round {} started: buffering {} updates, {} of {} clients training", number, async_->buffer,
+                 std::count_if(clients_.begin(), clients_.end(), [](const auto& kv) { return kv.second.training; }),
+                 clients_.size());
+    return true;
+  }
+
   // Canonical order (by name), then a seeded shuffle: the same clients are chosen in every
   // run with the same seed and membership.
   std::vector<const ClientState*> eligible;
   for (const auto& [id, c] : clients_) eligible.push_back(&c);
-  std::sort(eligible.begin(), eligible.end(),
-            [](const ClientState* a, const ClientState* b) { return std::tie(a->name, a->id) < std::tie(b->name, b->id); });
+  SortByName(eligible);
   const size_t n = eligible.size();
-  const uint64_t number = last_completed_ + 1;
   size_t k = 0;
   if (strategy_->poisson_sampling()) {
     // Each client independently with probability --fraction, from the OS CSPRNG: the sample
@@ -34,22 +53,8 @@ bool Service::Impl::MaybeStartRound() {
     rng.Shuffle(std::span<const ClientState*>(eligible));
   }
 
-  round_ = RoundState{};
-  round_.number = number;
-  round_.open = true;
-  round_.started = Clock::now();
-  round_.accumulator = strategy_->StartRound(round_.number, global_.span());
-  round_.deadline_ms = deadline_.NextMs(o_.round_timeout_ms);
-  round_.deadline = round_.started + std::chrono::milliseconds(round_.deadline_ms);
-  round_.traffic_at_start = server_->traffic();
   for (size_t i = 0; i < k; ++i) round_.selected.push_back(eligible[i]->id);
   std::sort(round_.selected.begin(), round_.selected.end());
-
-  round_config_ = strategy_->Configure(number);
-  full_frames_.clear();
-  delta_frames_.clear();
-  unchanged_frames_.clear();
-  resyncs_ = 0;
   for (uint32_t id : round_.selected) SendTask(clients_.at(id), false);
   if (o_.secagg.enabled) StartSecAgg();
   spdlog::info("round {} started: {} of {} clients selected", number, round_.selected.size(), n);
@@ -85,25 +90,41 @@ void Service::Impl::SendTask(ClientState& c, bool force_full) {
   }
   for (const auto& f : *frames) Enqueue(c.id, f);
   c.replica_hash = global_hash_;
+  c.task_round = number;
+  c.training = true;
 }
 
 void Service::Impl::HandleResync(ClientState& c, const protocol::Header& h, const protocol::Resync& r) {
-  if (!round_.open || h.round != round_.number || !IsSelected(c.id) || round_.results.count(c.id) ||
-      round_.failures.count(c.id))
-    return;  // nothing to train this round; the next task will carry what the client needs
+  const bool expected = async_ ? c.training && h.round == c.task_round
+                               : h.round == round_.number && IsSelected(c.id) && !round_.results.count(c.id) &&
+                                     !round_.failures.count(c.id);
+  if (!round_.open || !expected) return;  // nothing to train now; the next task will carry what the client needs
   ++resyncs_;
+  if (async_) full_frames_.clear();  // encoded now, after the frames this client has heard
   spdlog::warn("round {}: client {} ({}) asks for the full model (its replica is {})", round_.number, c.id, c.name,
                r.have_hash.empty() ? "?" : r.have_hash.substr(0, 16));
   SendTask(c, true);
 }
 
-Status Service::Impl::CloseRound() {
-  for (uint32_t id : round_.selected) {
-    if (round_.results.count(id) || round_.failures.count(id)) continue;
-    FailClient(id, "deadline");
-    deadline_.Observe(round_.deadline_ms / 1000.0);  // censored: it would have taken longer
+void Service::Impl::ResetRound(uint64_t number) {
+  RoundState next;
+  next.number = number;
+  if (async_) {  // an update trained from an older version keeps arriving across commits
+    next.assembling = std::move(round_.assembling);
+    next.incoming = std::move(round_.incoming);
   }
-  deadline_.EndRound();
+  round_ = std::move(next);
+}
+
+Status Service::Impl::CloseRound() {
+  if (!async_) {  // an asynchronous strategy's clients keep training for the next commits
+    for (uint32_t id : round_.selected) {
+      if (round_.results.count(id) || round_.failures.count(id)) continue;
+      FailClient(id, "deadline");
+      deadline_.Observe(round_.deadline_ms / 1000.0);  // censored: it would have taken longer
+    }
+    deadline_.EndRound();
+  }
   nlohmann::json secagg_line = nlohmann::json::object();
   if (round_.secagg) SHOAL_RETURN_IF_ERROR(AddSecureAggregate(secagg_line));
   round_.open = false;
@@ -222,6 +243,7 @@ Status Service::Impl::CloseRound() {
       {"allow_list_keys", allow_list_ ? allow_list_->size() : 0},
   };
   for (const StrategyMetric& m : r.strategy_metrics) line[m.name] = m.value;
+  if (slow_codec_) line["updates_slow_codec"] = round_.slow_codec_updates;
   for (const auto& [key, value] : secagg_line.items()) line[key] = value;
   if (model_->batch_kind() == nn::BatchKind::kTokens) line["test_bits_per_byte"] = nn::BitsPerByte(r.test_loss);
   if (eval_weight > 0) {  // of the model the clients received this round (before the update)
@@ -234,8 +256,7 @@ Status Service::Impl::CloseRound() {
   spdlog::info("round {} done: accuracy {:.4f}, loss {:.4f}, {}/{} clients, {:.2f}s", r.round, r.test_accuracy,
                r.test_loss, r.clients_reported, r.clients_selected, r.seconds);
   if (o_.on_round) o_.on_round(r);
-  round_ = RoundState{};
-  round_.number = last_completed_;
+  ResetRound(last_completed_);
   return Status::Ok();
 }
 

@@ -22,6 +22,14 @@ Status Service::Impl::Init(std::unique_ptr<transport::Listener> listener) {
     return Status::InvalidArgument("--test-fraction must be in (0, 1)");
 
   SHOAL_ASSIGN_OR_RETURN(strategy_, MakeStrategy(o_.strategy));
+  async_ = strategy_->asynchronous();
+  if (async_ && (o_.secagg.enabled || o_.dp.enabled()))
+    return Status::InvalidArgument("--strategy " + strategy_->name() +
+                                   " commits updates trained from different model versions; secure aggregation and DP "
+                                   "need a synchronous cohort: drop --secagg/--dp-clip or choose a synchronous strategy");
+  if (async_ && o_.deadline.quantile > 0)
+    return Status::InvalidArgument("--deadline-quantile sets a synchronous round's deadline; --strategy " +
+                                   strategy_->name() + " waits for no straggler (--max-staleness bounds how old an update may be)");
   if (o_.secagg.enabled) {
     SHOAL_RETURN_IF_ERROR(CheckSecAggStrategy(*strategy_));
     if (!(o_.secagg.range > 0) || !std::isfinite(o_.secagg.range))
@@ -93,7 +101,21 @@ Status Service::Impl::Init(std::unique_ptr<transport::Listener> listener) {
                                      "a level, far beyond the clip's sensitivity; use --codec none or randk:ratio=F");
   }
   ingest_.Add(runtime::DecodeStage(up_codec_.get(), o_.seed, global_.size())).Add(runtime::ValidateStage(o_.max_update_norm));
-  for (const std::string& codec_spec : {task_.codec, task_.codec_down}) {
+  if (!o_.codec_slow.empty()) {
+    if (!(o_.slow_below_mbps > 0) || !std::isfinite(o_.slow_below_mbps))
+      return Status::InvalidArgument("--codec-slow needs --slow-below-mbps R > 0: the upload rate below which a client uses it");
+    if (privacy_.secagg)
+      return Status::InvalidArgument("--codec-slow with --secagg: masked updates are summed in one encoding");
+    SHOAL_ASSIGN_OR_RETURN(slow_codec_, codec::Codec::Create(o_.codec_slow, task_.layout));
+    task_.codec_slow = slow_codec_->spec();
+    task_.slow_below_mbps = o_.slow_below_mbps;
+    ingest_slow_.Add(runtime::DecodeStage(slow_codec_.get(), o_.seed, global_.size()))
+        .Add(runtime::ValidateStage(o_.max_update_norm));
+  } else if (o_.slow_below_mbps != 0) {
+    return Status::InvalidArgument("--slow-below-mbps needs --codec-slow (the codec slow clients switch to)");
+  }
+  for (const std::string& codec_spec : {task_.codec, task_.codec_down, task_.codec_slow}) {
+    if (codec_spec.empty()) continue;
     SHOAL_ASSIGN_OR_RETURN(auto stages, codec::ParseSpec(codec_spec));
     for (const auto& st : stages)
       if (std::find(required_stages_.begin(), required_stages_.end(), st.name) == required_stages_.end())
@@ -265,14 +287,17 @@ Status Service::Impl::Run(const std::atomic<bool>& stop, std::atomic<bool>* relo
     if (in) Handle(*in);
     // Drain what else is queued (up to 20 ms) before housekeeping, so heartbeats waiting
     // behind a burst are seen before anyone is declared silent.
+    // A full buffer (asynchronous strategies) commits before any further update is read: a
+    // commit holds exactly --buffer-size updates.
     const auto drain_until = Clock::now() + std::chrono::milliseconds(20);
-    while (in && Clock::now() < drain_until) {
+    while (in && Clock::now() < drain_until && !(async_ && round_.open && round_.results.size() >= async_->buffer)) {
       SHOAL_ASSIGN_OR_RETURN(in, server_->Recv(std::chrono::milliseconds(0)));
       if (in) Handle(*in);
     }
     Flush();
     ExpireClients();
     if (round_.open && round_.secagg) AdvanceSecAgg();  // its stages end the round
+    if (round_.open && async_ && dispatch_pending_) DispatchIdle();
     if (round_.open && (RoundResolved() || (!round_.secagg && Clock::now() >= round_.deadline))) {
       SHOAL_RETURN_IF_ERROR(CloseRound());
       if (o_.rounds && last_completed_ >= o_.rounds) {

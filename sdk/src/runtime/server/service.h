@@ -52,6 +52,8 @@ struct AggregatorOptions {
   OptimizerConfig optimizer;               // client optimizer (its learning_rate is overridden per round)
   std::string codec = "none";              // upload codec spec (clients encode their updates with it)
   std::string codec_down;                  // download codec for the global delta; Default: same as codec
+  std::string codec_slow;                  // upload codec of clients measured below slow_below_mbps; empty = none
+  double slow_below_mbps = 0.0;            // Mbit/s; > 0 exactly when codec_slow is set
   uint32_t batch_size = 32;                // client minibatch size
   uint32_t round_timeout_ms = 60000;       // a round closes this long after its tasks went out (at most)
   DeadlineOptions deadline;                // adaptive round deadline (deadline.h); off by default

@@ -48,7 +48,9 @@ inline boost::program_options::options_description RoundOptions(AggregatorOption
       ("resume", po::bool_switch(&o.resume), "continue from --checkpoint-dir's last completed round")
       ("device", po::value(&o.device)->default_value(o.device), "evaluation backend: auto, cpu, cuda[:N]")
       ("codec", po::value(&o.codec)->default_value(o.codec), "upload codec, e.g. int8, ef|topk:ratio=0.01|int8, demo:chunk=64,topk=8,bits=1 (none = dense fp32; help = list every stage)")
-      ("codec-down", po::value(&o.codec_down), "download codec for the global delta (default: same as --codec)");
+      ("codec-down", po::value(&o.codec_down), "download codec for the global delta (default: same as --codec)")
+      ("codec-slow", po::value(&o.codec_slow), "upload codec for clients whose measured upload rate is below --slow-below-mbps (e.g. int8)")
+      ("slow-below-mbps", po::value(&o.slow_below_mbps)->default_value(o.slow_below_mbps), "with --codec-slow: the upload rate, Mbit/s, below which a client switches to it");
   return d;
 }
 
@@ -64,7 +66,7 @@ inline boost::program_options::options_description TaskOptions(AggregatorOptions
       ("test-fraction", po::value(&o.test_fraction)->default_value(o.test_fraction), "held-out share of the dataset")
       ("strategy", po::value(&o.strategy.name)->default_value(o.strategy.name),
        "fedavg, fedprox, demo (sign of the mean, for --client-optimizer demo); server optimizers fedavgm, fedadam, "
-       "fedyogi, fedadagrad; robust rules median, trimmed_mean, krum, multi_krum, centered_clip")
+       "fedyogi, fedadagrad; robust rules median, trimmed_mean, krum, multi_krum, centered_clip; asynchronous fedbuff")
       ("prox-mu", po::value(&o.strategy.prox_mu)->default_value(o.strategy.prox_mu), "FedProx proximal coefficient")
       ("server-lr", po::value(&o.strategy.server_learning_rate)->default_value(o.strategy.server_learning_rate),
        "scale of the averaged update, or the server optimizer's step; 0: 1, or 0.01 for fedadam/fedyogi, 0.1 for fedadagrad")
@@ -76,6 +78,8 @@ inline boost::program_options::options_description TaskOptions(AggregatorOptions
        "robust rules: share of each round's reports assumed Byzantine (trimmed_mean trims it at each end; krum's f)")
       ("clip-radius", po::value(&o.strategy.clip_radius)->default_value(o.strategy.clip_radius), "centered_clip: radius tau; 0 = the median distance")
       ("clip-iterations", po::value(&o.strategy.clip_iterations)->default_value(o.strategy.clip_iterations), "centered_clip: iterations")
+      ("buffer-size", po::value(&o.strategy.buffer_size)->default_value(o.strategy.buffer_size), "fedbuff: updates buffered per commit (a round is one commit)")
+      ("max-staleness", po::value(&o.strategy.max_staleness)->default_value(o.strategy.max_staleness), "fedbuff: refuse, as late, an update trained from a model more commits old")
       ("lr", po::value(&o.strategy.learning_rate)->default_value(o.strategy.learning_rate), "client learning rate")
       ("local-epochs", po::value(&o.strategy.local_epochs)->default_value(o.strategy.local_epochs), "local passes over the data per round")
       ("local-steps", po::value(&o.strategy.local_steps)->default_value(o.strategy.local_steps), "if > 0: exactly this many local minibatch steps per round")

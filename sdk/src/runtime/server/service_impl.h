@@ -4,6 +4,7 @@
 //   dispatch.cc      every inbound frame checked and routed; the per-client outboxes
 //   registration.cc  Hello/Welcome, client names and keys, failures, drops, heartbeat expiry
 //   rounds.cc        selection, tasks (full / delta / unchanged), resync, closing a round
+//   buffered.cc      asynchronous strategies (FedBuff): tasks to idle clients, stale updates
 //   ingest.cc        an update's chunks through the ingest stages into the accumulator
 //   secagg.cc        a secure-aggregation round's stages, from the keys to the unmasked sum
 //   recorder.cc      the round's report: metrics line, console table, checkpoint
@@ -83,6 +84,8 @@ class Service::Impl {
     uint64_t last_sequence = 0;
     Clock::time_point last_seen;
     std::string replica_hash;  // the model this client holds (after its last RoundTask)
+    uint64_t task_round = 0;   // the round of its latest task
+    bool training = false;     // that task's update is still expected (asynchronous strategies)
   };
 
   // The last aggregated delta, encoded with the download codec, for clients whose replica
@@ -109,9 +112,17 @@ class Service::Impl {
     uint32_t deadline_ms = 0;     // deadline - started, as the tasks announce it
     std::vector<uint32_t> selected;
     std::map<uint32_t, protocol::ChunkAssembler> assembling;
-    // From the first chunk of each update in transfer: its weight and report.
-    std::map<uint32_t, std::pair<uint64_t, protocol::UpdateReport>> incoming;
-    std::map<uint32_t, Reported> results;          // reported; their updates are in `accumulator`
+    // From the first chunk of each update in transfer: its weight, report and encoding.
+    struct Incoming {
+      uint64_t num_examples = 0;
+      protocol::UpdateReport report;
+      protocol::PayloadEncoding encoding = protocol::PayloadEncoding::Codec;
+    };
+    std::map<uint32_t, Incoming> incoming;
+    uint64_t slow_codec_updates = 0;  // taken in --codec-slow
+    // Reported; their updates are in `accumulator`. One per client in synchronous rounds; an
+    // asynchronous commit may hold two of a client, trained from different model versions.
+    std::multimap<uint32_t, Reported> results;
     std::unique_ptr<Accumulator> accumulator;      // this round's aggregate, fed on arrival
     std::map<uint32_t, ClientFailure> failures;
     transport::Traffic traffic_at_start;
@@ -174,18 +185,44 @@ class Service::Impl {
   // Client bookkeeping.
   void DropClient(uint32_t id, const std::string& reason);
   void ExpireClients();
+  // Whether the client holds a task whose update the service still expects.
   bool IsSelected(uint32_t id) const {
+    if (async_) {
+      auto it = clients_.find(id);
+      return it != clients_.end() && it->second.training;
+    }
     return round_.open && std::find(round_.selected.begin(), round_.selected.end(), id) != round_.selected.end();
   }
   void FailClient(uint32_t id, const std::string& reason);
 
   // Rounds.
+  // Canonical order (by name, then id), the base of every seeded selection.
+  static void SortByName(std::vector<const ClientState*>& clients) {
+    std::sort(clients.begin(), clients.end(), [](const ClientState* a, const ClientState* b) {
+      return std::tie(a->name, a->id) < std::tie(b->name, b->id);
+    });
+  }
   bool MaybeStartRound();
   bool RoundResolved() const {
+    if (async_) return BufferResolved();
     if (round_.secagg) return round_.secagg->stage == RoundState::SecAgg::Stage::kDone;
     return round_.results.size() + round_.failures.size() >= round_.selected.size();
   }
   Status CloseRound();
+  // A fresh round `number`; an asynchronous strategy's uploads in flight carry over to it.
+  void ResetRound(uint64_t number);
+
+  // Asynchronous strategies (buffered.cc).
+  // Gives the current round's task to idle clients that have not trained on this model yet,
+  // until ceil(--fraction * registered) clients are training.
+  void DispatchIdle();
+  // The buffer is full, or it holds updates and no client is training towards it.
+  bool BufferResolved() const;
+  // Whether an update for task round `round` may be taken from this client; refuses it otherwise.
+  bool AdmitBuffered(ClientState& c, uint64_t round);
+  // An assembled update's staleness, or nullopt (refused as late, counted) when it is beyond
+  // --max-staleness or no commit is being filled.
+  std::optional<uint64_t> BufferedStaleness(ClientState& c, uint64_t round);
   Status WriteMetrics(const nlohmann::json& line);
   void PrintTableRow(const RoundReport& r);
   Status SaveCheckpoint();
@@ -193,6 +230,9 @@ class Service::Impl {
   Status TellLateClientsTheRunIsOver(const std::atomic<bool>& stop);
 
   AggregatorOptions o_;
+  std::optional<AsyncPolicy> async_;  // set for an asynchronous strategy (FedBuff)
+  bool dispatch_pending_ = false;     // an idle client may be waiting for a task
+  uint64_t dispatches_ = 0;           // DispatchIdle calls that sent tasks (seeds their shuffle)
   zmq::context_t ctx_{1};
   // Declared after ctx_ and before server_: the ZAP handler starts before the socket binds
   // and stops after it closes.
@@ -206,6 +246,8 @@ class Service::Impl {
   std::unique_ptr<codec::Codec> up_codec_;    // decodes client updates
   std::unique_ptr<codec::Codec> down_codec_;  // encodes the global delta (error feedback here) and decodes it
   runtime::UpdatePipeline ingest_;            // what a client's update goes through: decode, validate
+  std::unique_ptr<codec::Codec> slow_codec_;  // --codec-slow: decodes the updates of slow clients; null without
+  runtime::UpdatePipeline ingest_slow_;       // the same stages with slow_codec_
   std::vector<std::string> required_stages_;  // codec stages a client must support
   protocol::PrivacyConfig privacy_;           // what every client's update goes through (Welcome)
   std::optional<LastDelta> last_delta_;
@@ -234,7 +276,9 @@ class Service::Impl {
 
   std::ofstream metrics_;
   uint64_t frames_rejected_ = 0;
-  uint64_t updates_late_ = 0;     // updates (first chunks) for a round already closed
+  // Updates for a round already closed (counted at their first chunk); asynchronous: updates
+  // beyond --max-staleness.
+  uint64_t updates_late_ = 0;
   AdaptiveDeadline deadline_{o_.deadline};
   std::map<std::string, uint64_t> rejected_by_code_;
   uint64_t resyncs_ = 0;  // this round
