@@ -119,6 +119,7 @@ class Federation {
   Federation& operator=(const Federation&) = delete;
 
   bool ok() const { return service_ != nullptr; }
+  aggregator::Service& service() { return *service_; }
   Network& net() { return *net_; }
   size_t size() const { return members_.size(); }
   Member& member(size_t i) { return *members_[i]; }

@@ -28,7 +28,7 @@ struct BufferStats {
 
 class Buffer final : public Accumulator {
  public:
-  Buffer(size_t n, double eta, BufferStats* stats) : sum_(n), eta_(eta), stats_(stats) {}
+  Buffer(size_t n, double eta, BufferStats* stats) : sum_(n), eta_(eta), stats_(stats) { *stats_ = {}; }
   Status Add(const ClientUpdate& u) override {
     const uint64_t w = FedBuffWeight(u.staleness);
     if (w == 0) return Status::InvalidArgument("staleness " + std::to_string(u.staleness) + " is beyond any weight");

@@ -142,7 +142,10 @@ std::optional<Status> Client::Impl::Iterate(milliseconds max_wait) {
     Status st = Send(protocol::EncodeHeartbeat(NextHeader(task_round_), busy, busy ? progress_.load() : 0.0f),
                      milliseconds(10));
     if (!st.ok()) spdlog::debug("heartbeat not sent: {}", st.message());
-    if (st.ok() && !heartbeat_sent_) heartbeat_sent_ = t;
+    if (st.ok()) {
+      heartbeats_sent_.push_back(t);
+      if (heartbeats_sent_.size() > 8) heartbeats_sent_.pop_front();
+    }
   }
   if (t - last_heard_ >= milliseconds(welcome_->heartbeat_timeout_ms)) {
     ClientEvent e(ClientEvent::Kind::kReconnecting);

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <optional>
@@ -194,10 +195,16 @@ class Client::Impl {
   bool sent_slow_ = true;                  // the last update went with the slow codec (for the log)
   Clock::time_point upload_started_;
   uint64_t upload_bytes_ = 0;
-  std::optional<Clock::time_point> heartbeat_sent_;  // awaiting its echo
+  // Heartbeats awaiting their echo, oldest first (echoes come back in order; a lost one only
+  // makes later round trips look longer, which the minimum ignores).
+  std::deque<Clock::time_point> heartbeats_sent_;
   std::optional<double> min_rtt_s_;
   void MeasureUpload();                    // at the Ack of the update in flight
   bool UseSlowCodec() const;
+  // The encode stages of `spec` for `task` with a fresh codec (and so a fresh error-feedback
+  // residual).
+  static Status MakeUploadStages(const TaskConfig& task, const std::string& spec, std::unique_ptr<codec::Codec>& codec,
+                                 runtime::UpdatePipeline& stages);
   // Secure aggregation: the state machine (per registration), the round it runs, its Setup,
   // the shares addressed to this client, and the trained update waiting for them.
   std::unique_ptr<privacy::secagg::Client> secagg_;

@@ -26,23 +26,22 @@ Status Client::Impl::HandleWelcome(const protocol::Header& h, protocol::WelcomeI
   }
   if (!up_codec_ || up_codec_->spec() != w->task.codec || down_codec_->spec() != w->task.codec_down ||
       (slow_codec_ ? slow_codec_->spec() : std::string()) != w->task.codec_slow) {
-    auto up = codec::Codec::Create(w->task.codec, w->task.layout);
-    if (!up.ok()) return up.status().WithContext("cannot run the aggregator's --codec");
+    SHOAL_RETURN_IF_ERROR(
+        MakeUploadStages(w->task, w->task.codec, up_codec_, update_stages_).WithContext("cannot run the aggregator's --codec"));
     auto down = codec::Codec::Create(w->task.codec_down, w->task.layout);
     if (!down.ok()) return down.status().WithContext("cannot run the aggregator's --codec-down");
-    up_codec_ = std::move(*up);
     down_codec_ = std::move(*down);
-    update_stages_ = runtime::UpdatePipeline();
-    update_stages_.Add(runtime::EncodeStage(up_codec_.get(), w->task.seed));
     slow_codec_.reset();
     slow_stages_ = runtime::UpdatePipeline();
-    if (!w->task.codec_slow.empty()) {
-      auto slow = codec::Codec::Create(w->task.codec_slow, w->task.layout);
-      if (!slow.ok()) return slow.status().WithContext("cannot run the aggregator's --codec-slow");
-      slow_codec_ = std::move(*slow);
-      slow_stages_.Add(runtime::EncodeStage(slow_codec_.get(), w->task.seed));
-    }
+    if (!w->task.codec_slow.empty())
+      SHOAL_RETURN_IF_ERROR(MakeUploadStages(w->task, w->task.codec_slow, slow_codec_, slow_stages_)
+                                .WithContext("cannot run the aggregator's --codec-slow"));
   }
+  // A new registration may be a new path: measure the link again.
+  heartbeats_sent_.clear();
+  min_rtt_s_.reset();
+  upload_mbps_.reset();
+  sent_slow_ = true;
   if (w->privacy.secagg && (!secagg_ || client_id_ != w->client_id)) {
     // A signing identity for this registration's AdvertiseKeys (docs/SECURITY.md: without a
     // roster of trusted keys it binds one round's adverts together, not to a person).
@@ -242,10 +241,10 @@ Status Client::Impl::HandleFrame(const transport::Message& m) {
     (void)channel_->Send(protocol::EncodeBye(NextHeader(h.round), "bye"), milliseconds(500));
     return Status::Ok();
   }
-  if (std::holds_alternative<protocol::Heartbeat>(msg.body) && heartbeat_sent_) {  // the echo: a round trip
-    const double rtt = std::chrono::duration<double>(Clock::now() - *heartbeat_sent_).count();
+  if (std::holds_alternative<protocol::Heartbeat>(msg.body) && !heartbeats_sent_.empty()) {  // an echo: a round trip
+    const double rtt = std::chrono::duration<double>(Clock::now() - heartbeats_sent_.front()).count();
+    heartbeats_sent_.pop_front();
     min_rtt_s_ = min_rtt_s_ ? std::min(*min_rtt_s_, rtt) : rtt;
-    heartbeat_sent_.reset();
   }
   return Status::Ok();
 }

@@ -107,16 +107,31 @@ Status Client::Impl::FinishTraining() {
     return Status::Ok();
   }
   const bool slow = UseSlowCodec();
-  if (slow != sent_slow_ && upload_mbps_)
-    spdlog::info("round {}: measured upload {:.3g} Mbit/s, {} --codec-slow {}", round, *upload_mbps_,
+  if (slow_codec_ && slow != sent_slow_) {
+    spdlog::info("round {}: measured upload {:.3g} Mbit/s, {} --codec-slow {}", round, upload_mbps_.value_or(0.0),
                  slow ? "below the aggregator's bound: back to" : "at or above the aggregator's bound: leaving",
                  welcome_->task.codec_slow);
+    // The codec switched to starts afresh: an error-feedback residual kept from an older
+    // model would be added to this one's update.
+    const TaskConfig& task = welcome_->task;
+    Status made = slow ? MakeUploadStages(task, task.codec_slow, slow_codec_, slow_stages_)
+                       : MakeUploadStages(task, task.codec, up_codec_, update_stages_);
+    if (!made.ok()) return made.WithContext("switching the upload codec");
+  }
   sent_slow_ = slow;
   if (auto failed = (slow ? slow_stages_ : update_stages_).Run(u)) return failed->status.WithContext("preparing the update");
   const auto encoding = slow ? protocol::PayloadEncoding::CodecSlow : protocol::PayloadEncoding::Codec;
   SendUpdatePayload(u, u.payload, "update", [&](const protocol::Header& h, const protocol::ChunkRef& chunk) {
     return protocol::EncodeUpdate(h, u.num_examples, u.report, encoding, chunk);
   });
+  return Status::Ok();
+}
+
+Status Client::Impl::MakeUploadStages(const TaskConfig& task, const std::string& spec,
+                                      std::unique_ptr<codec::Codec>& codec, runtime::UpdatePipeline& stages) {
+  SHOAL_ASSIGN_OR_RETURN(codec, codec::Codec::Create(spec, task.layout));
+  stages = runtime::UpdatePipeline();
+  stages.Add(runtime::EncodeStage(codec.get(), task.seed));
   return Status::Ok();
 }
 

@@ -1,7 +1,9 @@
 // Asynchronous strategies (FedBuff, aggregate/strategies/fedbuff.h) in the service. A "round"
 // is one commit: round r's buffer fills with updates trained from any version r-1-tau, tau <=
 // --max-staleness, and commits when it holds --buffer-size of them (or when it holds some and
-// no client is training towards it, or at --round-timeout). Between commits nobody waits:
+// no client is training towards it, or at --round-timeout if it holds any; an empty buffer
+// keeps waiting, since an empty commit would age every update in flight). Between commits
+// nobody waits:
 //   - a client that reports, fails or registers is idle; DispatchIdle gives it the current
 //     round's task (model version r-1, as a delta when its replica is one version behind, in
 //     full when further) unless it has already trained on that version, keeping
@@ -9,7 +11,10 @@
 //   - a client's update is taken only for the task it holds (task_round), at most one per
 //     task, so a client contributes at most once per model version;
 //   - uploads in flight carry over a commit (ResetRound), and their staleness is counted when
-//     they are complete.
+//     they are complete;
+//   - a task more than --max-staleness commits old expires at the next commit (the client is
+//     failed for it and becomes idle): its update would be refused, and a client that
+//     abandoned its task would otherwise hold it forever.
 #include "runtime/server/service_impl.h"
 
 namespace shoal::aggregator {
@@ -48,14 +53,31 @@ void Service::Impl::DispatchIdle() {
   }
 }
 
+void Service::Impl::ExpireStaleTasks() {
+  std::vector<uint32_t> expired;
+  for (const auto& [id, c] : clients_)
+    if (c.training && c.task_round + async_->max_staleness < round_.number) expired.push_back(id);
+  for (uint32_t id : expired) FailClient(id, "its task is more than --max-staleness commits old");
+}
+
+bool Service::Impl::BufferDeadline() {
+  if (Clock::now() < round_.deadline) return false;
+  if (!round_.results.empty()) return true;
+  spdlog::warn("round {}: no update in {} ms; still buffering", round_.number, o_.round_timeout_ms);
+  round_.deadline = Clock::now() + std::chrono::milliseconds(o_.round_timeout_ms);
+  return false;
+}
+
 bool Service::Impl::BufferResolved() const {
   if (round_.results.size() >= async_->buffer) return true;
   if (round_.results.empty()) return false;
   return std::none_of(clients_.begin(), clients_.end(), [](const auto& kv) { return kv.second.training; });
 }
 
-bool Service::Impl::AdmitBuffered(ClientState& c, uint64_t round) {
+bool Service::Impl::AdmitBuffered(ClientState& c, uint64_t round, bool first_chunk) {
   if (c.training && round == c.task_round) return true;
+  // The update of a task that expired (ExpireStaleTasks): late, counted once.
+  if (first_chunk && round != 0 && round + async_->max_staleness < round_.number) ++updates_late_;
   Reject(c.peer, ErrorCode::StaleRound,
          "no task of round " + std::to_string(round) + " is outstanding for this client" +
              (c.training ? " (it holds round " + std::to_string(c.task_round) + "'s)" : ""),

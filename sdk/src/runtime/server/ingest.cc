@@ -6,7 +6,7 @@ static_assert(protocol::kMaxExamples == ExactSum::kMaxWeight, "every valid examp
 
 void Service::Impl::HandleUpdate(ClientState& c, const protocol::Header& h, protocol::UpdateChunk& u) {
   if (async_) {
-    if (!AdmitBuffered(c, h.round)) return;
+    if (!AdmitBuffered(c, h.round, u.chunk.index == 0)) return;
   } else if (!round_.open || h.round != round_.number) {
     // An update for a round that closed before it arrived: late, counted once (at its first chunk).
     if (h.round != 0 && h.round <= last_completed_ && u.chunk.index == 0) ++updates_late_;

@@ -59,7 +59,9 @@ void Service::Impl::HandleHello(const transport::Listener::Inbound& in, const pr
     if (std::find(supported.begin(), supported.end(), stage) == supported.end())
       return Reject(peer, ErrorCode::UnsupportedCodec,
                     "client '" + name + "' cannot run codec stage '" + stage + "' of this task (codec '" + task_.codec +
-                        "', codec-down '" + task_.codec_down + "'); upgrade the client or choose another --codec");
+                        "', codec-down '" + task_.codec_down + "'" +
+                        (task_.codec_slow.empty() ? "" : ", codec-slow '" + task_.codec_slow + "'") +
+                        "); upgrade the client or choose another codec");
 
   ClientState c;
   c.id = next_client_id_++;

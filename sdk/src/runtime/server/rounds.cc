@@ -24,6 +24,7 @@ bool Service::Impl::MaybeStartRound() {
   unchanged_frames_.clear();
   resyncs_ = 0;
   if (async_) {
+    ExpireStaleTasks();
     DispatchIdle();
     spdlog::info("round {} started: buffering {} updates, {} of {} clients training", number, async_->buffer,
                  std::count_if(clients_.begin(), clients_.end(), [](const auto& kv) { return kv.second.training; }),
@@ -100,7 +101,7 @@ void Service::Impl::HandleResync(ClientState& c, const protocol::Header& h, cons
                                      !round_.failures.count(c.id);
   if (!round_.open || !expected) return;  // nothing to train now; the next task will carry what the client needs
   ++resyncs_;
-  if (async_) full_frames_.clear();  // encoded now, after the frames this client has heard
+  full_frames_.clear();  // encoded now: the client refuses frames older than those it has heard
   spdlog::warn("round {}: client {} ({}) asks for the full model (its replica is {})", round_.number, c.id, c.name,
                r.have_hash.empty() ? "?" : r.have_hash.substr(0, 16));
   SendTask(c, true);

@@ -27,6 +27,9 @@ Status Service::Impl::Init(std::unique_ptr<transport::Listener> listener) {
     return Status::InvalidArgument("--strategy " + strategy_->name() +
                                    " commits updates trained from different model versions; secure aggregation and DP "
                                    "need a synchronous cohort: drop --secagg/--dp-clip or choose a synchronous strategy");
+  if (async_ && o_.min_results > async_->buffer)
+    return Status::InvalidArgument("--min-results " + std::to_string(o_.min_results) + " is above --buffer-size " +
+                                   std::to_string(async_->buffer) + ": no commit could change the model");
   if (async_ && o_.deadline.quantile > 0)
     return Status::InvalidArgument("--deadline-quantile sets a synchronous round's deadline; --strategy " +
                                    strategy_->name() + " waits for no straggler (--max-staleness bounds how old an update may be)");
@@ -297,8 +300,10 @@ Status Service::Impl::Run(const std::atomic<bool>& stop, std::atomic<bool>* relo
     Flush();
     ExpireClients();
     if (round_.open && round_.secagg) AdvanceSecAgg();  // its stages end the round
-    if (round_.open && async_ && dispatch_pending_) DispatchIdle();
-    if (round_.open && (RoundResolved() || (!round_.secagg && Clock::now() >= round_.deadline))) {
+    // Never into a full buffer: its model is about to be replaced.
+    if (round_.open && async_ && dispatch_pending_ && !RoundResolved()) DispatchIdle();
+    const bool deadline = async_ ? round_.open && BufferDeadline() : !round_.secagg && Clock::now() >= round_.deadline;
+    if (round_.open && (RoundResolved() || deadline)) {
       SHOAL_RETURN_IF_ERROR(CloseRound());
       if (o_.rounds && last_completed_ >= o_.rounds) {
         spdlog::info("completed {} rounds; sending Bye to {} clients", last_completed_, clients_.size());
@@ -335,5 +340,6 @@ Service::~Service() = default;
 Status Service::Run(const std::atomic<bool>& stop, std::atomic<bool>* reload) { return impl_->Run(stop, reload); }
 std::string Service::endpoint() const { return impl_->endpoint(); }
 uint64_t Service::rounds_completed() const { return impl_->rounds_completed(); }
+std::string Service::model_hash() const { return impl_->model_hash(); }
 
 }  // namespace shoal::aggregator

@@ -101,6 +101,9 @@ class Service {
   // The last completed round (after a resume: counting the checkpointed ones). Read it while
   // Run is not running.
   uint64_t rounds_completed() const;
+  // The global model's hash (BLAKE2b-256, hex): after Create, the resumed or initial model's.
+  // Read it while Run is not running.
+  std::string model_hash() const;
 
   class Impl;
 

@@ -73,6 +73,7 @@ class Service::Impl {
   Status Run(const std::atomic<bool>& stop, std::atomic<bool>* reload);
   std::string endpoint() const { return server_->endpoint(); }
   uint64_t rounds_completed() const { return last_completed_; }
+  const std::string& model_hash() const { return global_hash_; }
 
  private:
   struct ClientState {
@@ -216,10 +217,17 @@ class Service::Impl {
   // Gives the current round's task to idle clients that have not trained on this model yet,
   // until ceil(--fraction * registered) clients are training.
   void DispatchIdle();
+  // Fails (and so frees) every client whose task is now beyond --max-staleness: its update
+  // would be refused, and a client that abandoned its task (its training failed, a transfer
+  // broke) would otherwise hold it forever.
+  void ExpireStaleTasks();
   // The buffer is full, or it holds updates and no client is training towards it.
   bool BufferResolved() const;
+  // At the round's deadline: commit what is buffered; an empty buffer waits another
+  // --round-timeout instead (an empty commit would age every update in flight).
+  bool BufferDeadline();
   // Whether an update for task round `round` may be taken from this client; refuses it otherwise.
-  bool AdmitBuffered(ClientState& c, uint64_t round);
+  bool AdmitBuffered(ClientState& c, uint64_t round, bool first_chunk);
   // An assembled update's staleness, or nullopt (refused as late, counted) when it is beyond
   // --max-staleness or no commit is being filled.
   std::optional<uint64_t> BufferedStaleness(ClientState& c, uint64_t round);
