@@ -1,4 +1,4 @@
-// Crash consistency: the aggregator is SIGKILLed at random moments (inside rounds, between
+// Crash consistency (and, at the end, the same for asynchronous FedBuff): the aggregator is SIGKILLed at random moments (inside rounds, between
 // them; one trial in five aims at a checkpoint write, killing as soon as the temporary file
 // appears) and restarted with --resume, 50 times, each in a run of
 // its own with the same two client processes throughout. Every run must end with the model
@@ -44,6 +44,17 @@ std::vector<std::unique_ptr<Process>> Clients(int port, const std::string& dir) 
   return out;
 }
 
+// SIGKILLs `agg` if it still runs; whether it died of that (it may have finished on its own
+// between Running() and the signal).
+bool KillIfRunning(Process& agg) {
+  if (agg.Running()) {
+    agg.Signal(SIGKILL);
+    const int rc = agg.Wait(seconds(10));
+    EXPECT_TRUE(rc == 128 + SIGKILL || rc == 0) << rc;
+  }
+  return agg.Wait(seconds(0)) == 128 + SIGKILL;
+}
+
 // Each round 1..kRounds exactly once, in order; the last line's model hash.
 std::string FinalHash(const std::string& metrics) {
   auto lines = ReadJsonLines(metrics);
@@ -86,13 +97,7 @@ TEST(Crash, FiftySigkillsEachEndWithTheUninterruptedModel) {
     } else {
       ::usleep(static_cast<useconds_t>(rng.UniformDouble() * run_ms * 1000));
     }
-    if (agg->Running()) {
-      agg->Signal(SIGKILL);
-      const int rc = agg->Wait(seconds(10));
-      // It may have finished on its own between Running() and the signal.
-      ASSERT_TRUE(rc == 128 + SIGKILL || rc == 0) << rc;
-    }
-    if (agg->Wait(seconds(0)) == 128 + SIGKILL) {
+    if (KillIfRunning(*agg)) {
       ++killed;
       mid_checkpoint += std::filesystem::exists(dir + "/ckpt/checkpoint.shoal.tmp");
       agg = std::make_unique<Process>("shoal-aggregator", Args(port, dir), dir + "/agg2", OneThreadEnv());
@@ -123,6 +128,69 @@ TEST(Crash, FiftySigkillsEachEndWithTheUninterruptedModel) {
   EXPECT_GE(killed, 35);
   std::printf("crash: %d of 50 trials killed the aggregator mid-run, %d of them while it wrote its checkpoint\n",
               killed, mid_checkpoint);
+}
+
+// The same trial for asynchronous FedBuff, 10 times: 3 client processes, commits of 2. Which
+// updates make a commit depends on timing, so there is no reference hash; instead each resumed
+// aggregator must start from exactly the model of the last commit its metrics keep (the hash
+// it logs on resume), and every run ends with each commit listed once.
+TEST(Crash, FedBuffResumesFromItsLastCommitAfterEachSigkill) {
+  constexpr int kCommits = 30;
+  const std::string base = TempDir("crash-fedbuff");
+  auto args = [](int port, const std::string& dir) {
+    auto a = AggregatorArgs(port, kCommits, 3, dir + "/run.jsonl");
+    for (auto [flag, value] : {std::pair{"--model", "mlp:256,256"}, {"--strategy", "fedbuff"}, {"--buffer-size", "2"},
+                               {"--max-staleness", "3"}, {"--codec", "int8"}, {"--codec-down", "ef|topk:ratio=0.2|int8"}})
+      SetFlag(a, flag, value);
+    a.insert(a.end(), {"--checkpoint-dir", dir + "/ckpt", "--resume"});
+    return a;
+  };
+  Rng rng(20261205);
+  int killed = 0, resumed_checked = 0;
+  for (int trial = 0; trial < 10; ++trial) {
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    const std::string dir = base + "/trial" + std::to_string(trial);
+    std::filesystem::create_directories(dir);
+    const int port = FreePort();
+    auto agg = std::make_unique<Process>("shoal-aggregator", args(port, dir), dir + "/agg1", OneThreadEnv());
+    std::vector<std::unique_ptr<Process>> clients;
+    for (int i = 0; i < 3; ++i) {
+      auto c = ClientArgs(port, i, 3);
+      SetFlag(c, "--reconnect-timeout", "60");
+      clients.push_back(std::make_unique<Process>("shoal-client", c, dir + "/client" + std::to_string(i), OneThreadEnv()));
+    }
+    // After a random commit k in [2, 27], up to 20 ms later: mid-run, inside a commit, between
+    // commits or during a checkpoint write (commit 1's checkpoint is written by then).
+    const size_t k = 2 + static_cast<size_t>(rng.Below(kCommits - 4));
+    ASSERT_TRUE(WaitFor([&] { return ReadJsonLines(dir + "/run.jsonl").size() >= k || !agg->Running(); }, seconds(60)));
+    ::usleep(static_cast<useconds_t>(rng.UniformDouble() * 20000));
+    if (KillIfRunning(*agg)) {
+      ++killed;
+      agg = std::make_unique<Process>("shoal-aggregator", args(port, dir), dir + "/agg2", OneThreadEnv());
+    }
+    ASSERT_EQ(agg->Wait(seconds(120)), 0) << agg->Stderr();
+    ExpectAllExitZero(clients);
+    const auto lines = ReadJsonLines(dir + "/run.jsonl");
+    ASSERT_EQ(lines.size(), static_cast<size_t>(kCommits));
+    for (size_t i = 0; i < lines.size(); ++i) EXPECT_EQ(lines[i]["round"], i + 1);
+    const std::string err = agg->Stderr();
+    const size_t from = err.find("resumed from ");
+    if (from == std::string::npos) continue;  // not killed, or killed before its first checkpoint
+    const size_t at = err.find(" at round ", from);
+    ASSERT_NE(at, std::string::npos) << err;
+    const size_t resumed = std::stoul(err.substr(at + 10));
+    const size_t hash_at = err.find("model_hash ", at);
+    ASSERT_NE(hash_at, std::string::npos) << err;
+    ASSERT_GE(resumed, 1u);
+    ASSERT_LE(resumed, lines.size());
+    EXPECT_EQ(err.substr(hash_at + 11, 64), lines[resumed - 1]["model_hash"].get<std::string>())
+        << "the resumed model is the last kept commit's";
+    ++resumed_checked;
+  }
+  EXPECT_GE(killed, 8);
+  EXPECT_EQ(resumed_checked, killed) << "every kill came after a checkpoint, so every restart resumed one";
+  std::printf("crash (fedbuff): %d of 10 trials killed the aggregator mid-run; each resumed its last commit's model\n",
+              killed);
 }
 
 }  // namespace
