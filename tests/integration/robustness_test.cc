@@ -126,6 +126,12 @@ TEST(Robustness, ClearErrorsForBadFlagsAndEnvironment) {
   const std::vector<Case> cases = {
       {"shoal-aggregator", {"--no-such-flag"}, 2, "unrecognised option '--no-such-flag'"},
       {"shoal-aggregator", {"--rounds", "many"}, 2, "--rounds"},
+      // Boost would wrap a negative count into an unsigned option (2^64 - 1 rounds).
+      {"shoal-aggregator", {"--rounds", "-1"}, 2, "--rounds must not be negative (got -1)"},
+      {"shoal-sim", {"--clients=-5", "--rounds", "1"}, 2, "--clients must not be negative (got -5)"},
+      // DeMo's codec on plain deltas, without error feedback: refused, naming the fixes.
+      {"shoal-aggregator", {"--listen", Endpoint(FreePort()), "--codec", "demo:chunk=64,topk=8,bits=1"}, 2,
+       "--client-optimizer demo --strategy demo"},
       {"shoal-aggregator", {"--listen", Endpoint(FreePort()), "--model", "mlp:0"}, 2, "mlp:0"},
       {"shoal-aggregator", {"--listen", Endpoint(FreePort()), "--strategy", "magic"}, 2, "fedavg, fedprox"},
       {"shoal-aggregator", {"--listen", Endpoint(FreePort()), "--data-dir", dir + "/nothing-here"}, 1, "scripts/setup"},

@@ -3,6 +3,26 @@
 
 namespace shoal::aggregator {
 
+namespace {
+
+// Whether a codec spec, as the user wrote it, uses the demo preset with no ef stage before it.
+bool DemoPresetWithoutErrorFeedback(const std::string& spec) {
+  size_t start = 0;
+  while (start <= spec.size()) {
+    const size_t bar = std::min(spec.find('|', start), spec.size());
+    std::string stage = spec.substr(start, bar - start);
+    stage = stage.substr(0, stage.find(':'));
+    stage.erase(0, stage.find_first_not_of(' '));
+    stage.erase(stage.find_last_not_of(' ') + 1);
+    if (stage == "ef") return false;
+    if (stage == "demo") return true;
+    start = bar + 1;
+  }
+  return false;
+}
+
+}  // namespace
+
 Status Service::Impl::Init(std::unique_ptr<transport::Listener> listener) {
   if (o_.min_clients == 0) return Status::InvalidArgument("--min-clients must be at least 1");
   if (!(o_.fraction > 0.0 && o_.fraction <= 1.0)) return Status::InvalidArgument("--fraction must be in (0, 1]");
@@ -86,6 +106,14 @@ Status Service::Impl::Init(std::unique_ptr<transport::Listener> listener) {
   if ((task_.optimizer.name == "demo") != (strategy_->name() == "demo"))
     return Status::InvalidArgument("--client-optimizer demo and --strategy demo go together (got optimizer '" +
                                    task_.optimizer.name + "', strategy '" + strategy_->name() + "')");
+  // The demo preset without error feedback drops, for good, what its per-chunk top-k leaves out
+  // of every update: right for DeMo's extracted momentum (the optimizer keeps the rest), a
+  // silent trap for plain deltas.
+  if (task_.optimizer.name != "demo" && DemoPresetWithoutErrorFeedback(task_.codec))
+    return Status::InvalidArgument("--codec " + task_.codec +
+                                   " is DeMo's encoding of the momentum its client optimizer extracts; without it, "
+                                   "top-k drops most of every update for good. Pass --client-optimizer demo --strategy "
+                                   "demo, or keep the dropped part with error feedback: --codec 'ef|" + task_.codec + "'");
   if (LayoutSize(task_.layout) * sizeof(float) > protocol::kMaxPayloadBytes)
     return Status::InvalidArgument("model is larger than the protocol's payload limit");
   global_ = ParameterArena(task_.layout);
