@@ -294,10 +294,12 @@ class RawClient {
     if (!socket_.recv(m)) return std::nullopt;
     return m;
   }
-  static const wire::Envelope* Envelope(const zmq::message_t& m) {
+  // Keep the result while reading the envelope: a frame ZeroMQ delivered misaligned is read
+  // from the result's aligned copy (returning only the pointer read freed memory, now and then).
+  static protocol::Verified Verify(const zmq::message_t& m) {
     auto v = protocol::VerifyFrame({static_cast<const uint8_t*>(m.data()), m.size()}, 64 << 20);
     EXPECT_TRUE(v.ok()) << v.reason;
-    return v.envelope;
+    return v;
   }
 
  private:
@@ -336,7 +338,8 @@ std::vector<nlohmann::json> RunWithOptionalAttack(const std::string& dir, bool a
       }
       auto f = m.Recv(milliseconds(50));
       if (!f) continue;
-      const wire::Envelope* env = RawClient::Envelope(*f);
+      const protocol::Verified verified = RawClient::Verify(*f);
+      const wire::Envelope* env = verified.envelope;
       if (!env) continue;
       switch (env->message_type()) {
         case wire::Message::Welcome:
@@ -363,7 +366,8 @@ std::vector<nlohmann::json> RunWithOptionalAttack(const std::string& dir, bool a
             RawClient impostor(port, keys, "mallory");
             impostor.Send(protocol::EncodeHello({0, 0, 0, 1}, "alice", 100, "raw", codec::SupportedStages()));
             auto reply = impostor.Recv(seconds(10));
-            const wire::Envelope* r = reply ? RawClient::Envelope(*reply) : nullptr;
+            const protocol::Verified verified_reply = reply ? RawClient::Verify(*reply) : protocol::Verified{};
+            const wire::Envelope* r = verified_reply.envelope;
             EXPECT_TRUE(r && r->message_type() == wire::Message::Error &&
                         r->message_as_Error()->code() == wire::ErrorCode::Refused)
                 << agg.Stderr();
