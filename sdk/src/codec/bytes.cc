@@ -33,6 +33,14 @@ Status ByteReader::ReadBytes(size_t n, std::span<const uint8_t>* out, std::strin
   return Status::Ok();
 }
 
+Status ByteReader::ReadFloats(size_t n, std::vector<float>* out, std::string_view what) {
+  if (n > remaining() / sizeof(float)) return Truncated(n > SIZE_MAX / sizeof(float) ? SIZE_MAX : n * sizeof(float), what);
+  out->resize(n);
+  if (n != 0) std::memcpy(out->data(), data_.data() + pos_, n * sizeof(float));  // an empty vector has no data pointer
+  pos_ += n * sizeof(float);
+  return Status::Ok();
+}
+
 size_t PackedBytes(size_t count, int bits) {
   // count * bits may exceed size_t only for absurd counts; callers bound count by the layout.
   return (count * static_cast<size_t>(bits) + 7) / 8;

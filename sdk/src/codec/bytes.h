@@ -38,6 +38,8 @@ class ByteWriter {
     buf_.push_back(static_cast<uint8_t>(v));
   }
   void PutBytes(std::span<const uint8_t> bytes) { Put(bytes.data(), bytes.size()); }
+  // The raw float32 values (a state's arrays; ReadFloats reads them back).
+  void PutFloats(std::span<const float> values) { Put(values.data(), values.size() * sizeof(float)); }
   // Appends n bytes (zeroed) and returns a pointer to them for bulk writes; valid until the
   // next call on this writer.
   uint8_t* Extend(size_t n) {
@@ -76,6 +78,8 @@ class ByteReader {
   Status ReadVarint(uint64_t* v, std::string_view what = "varint");
   // A view of the next n bytes (no copy); Corruption when fewer remain.
   Status ReadBytes(size_t n, std::span<const uint8_t>* out, std::string_view what = "bytes");
+  // The next n raw float32 values into *out (resized to n); Corruption when fewer remain.
+  Status ReadFloats(size_t n, std::vector<float>* out, std::string_view what = "floats");
 
  private:
   Status Read(void* dst, size_t n, std::string_view what) {

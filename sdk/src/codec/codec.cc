@@ -492,7 +492,7 @@ std::vector<uint8_t> Codec::SaveState() const {
   w.PutVarint(1);
   const std::span<const float> r = residual();
   w.PutVarint(r.size());
-  w.PutBytes(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(r.data()), r.size() * sizeof(float)));
+  w.PutFloats(r);
   const std::vector<uint8_t> t = m.transform ? m.transform->SaveState() : std::vector<uint8_t>();
   w.PutVarint(t.size());
   w.PutBytes(t);
@@ -508,13 +508,12 @@ Status Codec::LoadState(std::span<const uint8_t> state) {
   SHOAL_RETURN_IF_ERROR(r.ReadVarint(&count, "codec state residual count"));
   if (count != (m.ef ? m.total : 0))
     return Status::Corruption("codec state: a residual of " + std::to_string(count) + " values for " + m.spec);
-  std::span<const uint8_t> bytes, tstate;
-  SHOAL_RETURN_IF_ERROR(r.ReadBytes(count * sizeof(float), &bytes, "codec state residual"));
+  std::vector<float> residual;
+  std::span<const uint8_t> tstate;
+  SHOAL_RETURN_IF_ERROR(r.ReadFloats(count, &residual, "codec state residual"));
   SHOAL_RETURN_IF_ERROR(r.ReadVarint(&tlen, "codec state transform length"));
   SHOAL_RETURN_IF_ERROR(r.ReadBytes(tlen, &tstate, "codec state transform"));
   if (!r.empty()) return Status::Corruption("codec state: trailing bytes");
-  std::vector<float> residual(count);
-  if (!bytes.empty()) std::memcpy(residual.data(), bytes.data(), bytes.size());  // empty: no data pointer
   if (m.transform) {
     SHOAL_RETURN_IF_ERROR(m.transform->LoadState(tstate));
   } else if (tlen != 0) {

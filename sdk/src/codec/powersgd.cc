@@ -94,7 +94,7 @@ class PowerSgd final : public Transform {
       for (uint64_t v : {static_cast<uint64_t>(st.rows), static_cast<uint64_t>(st.cols), static_cast<uint64_t>(st.r),
                          st.redraws})
         w.PutVarint(v);
-      w.PutBytes(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(st.q.data()), st.q.size() * sizeof(float)));
+      w.PutFloats(st.q);
     }
     return w.Release();
   }
@@ -113,10 +113,7 @@ class PowerSgd final : public Transform {
       st.cols = static_cast<int64_t>(v[1]);
       st.r = static_cast<int64_t>(v[2]);
       st.redraws = v[3];
-      std::span<const uint8_t> q;
-      SHOAL_RETURN_IF_ERROR(r.ReadBytes(v[1] * v[2] * sizeof(float), &q, "powersgd state Q"));
-      st.q.resize(v[1] * v[2]);
-      if (!q.empty()) std::memcpy(st.q.data(), q.data(), q.size());  // an empty Q has no data pointer
+      SHOAL_RETURN_IF_ERROR(r.ReadFloats(v[1] * v[2], &st.q, "powersgd state Q"));
     }
     if (!r.empty()) return Status::Corruption("powersgd state: trailing bytes");
     state_ = std::move(loaded);
