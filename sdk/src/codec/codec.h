@@ -71,6 +71,9 @@ struct StageSpec {
 // in) in a fixed order, numbers in shortest form. Joining the stages' ToString() with '|'
 // gives Codec::spec(), and parsing that again gives the same stages.
 StatusOr<std::vector<StageSpec>> ParseSpec(const std::string& spec);
+// The stage and preset names of `spec` as written (a preset not expanded), in order; empty for
+// "none" or "". Syntax only: the errors of ParseSpec's first step.
+StatusOr<std::vector<std::string>> SpecNames(const std::string& spec);
 
 // Stage interfaces --------------------------------------------------------------------------
 // Transforms map a tensor to coefficients and back. Forward may keep per-tensor state

@@ -117,6 +117,17 @@ StatusOr<Canonical> Canonicalize(const StageSpec& st) {
 
 }  // namespace
 
+StatusOr<std::vector<std::string>> SpecNames(const std::string& spec) {
+  std::string_view whole = Trim(spec);
+  std::vector<std::string> names;
+  if (whole.empty() || whole == "none") return names;
+  for (std::string_view part : Split(whole, '|')) {
+    SHOAL_ASSIGN_OR_RETURN(StageSpec st, ParseStage(Trim(part)));
+    names.push_back(std::move(st.name));
+  }
+  return names;
+}
+
 StatusOr<std::vector<StageSpec>> ParseSpec(const std::string& spec) {
   auto fail = [&spec](const std::string& why) { return Status::InvalidArgument("codec spec '" + spec + "': " + why); };
   std::string_view whole = Trim(spec);

@@ -99,6 +99,16 @@ TEST(SpecTest, CanonicalForms) {
   }
 }
 
+// The names as written, presets not expanded (what the aggregator checks the demo preset with).
+TEST(SpecTest, NamesAsWritten) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(*SpecNames(" ef | demo:chunk=64,topk=8,bits=1 | zstd "), (V{"ef", "demo", "zstd"}));
+  EXPECT_EQ(*SpecNames("demo:bits=8"), (V{"demo"}));
+  EXPECT_EQ(*SpecNames("none"), V{});
+  EXPECT_EQ(*SpecNames(""), V{});
+  EXPECT_FALSE(SpecNames("demo:chunk=64,,").ok());
+}
+
 TEST(ShapeTest, ToShape2D) {
   EXPECT_EQ(ToShape2D({"s", {}}).size(), 1);
   Shape2D v = ToShape2D({"v", {7}});

@@ -26,14 +26,10 @@ constexpr uint64_t kDispatchSeedTag = 0x66656462756666ULL;  // "fedbuff"
 void Service::Impl::DispatchIdle() {
   dispatch_pending_ = false;
   if (!round_.open) return;
-  size_t training = 0;
+  const size_t training = TrainingCount();
   std::vector<const ClientState*> idle;
-  for (const auto& [id, c] : clients_) {
-    if (c.training)
-      ++training;
-    else if (c.task_round != round_.number)
-      idle.push_back(&c);
-  }
+  for (const auto& [id, c] : clients_)
+    if (!c.training && c.task_round != round_.number) idle.push_back(&c);
   const size_t n = clients_.size();
   const size_t concurrency =
       std::min(n, std::max<size_t>(1, static_cast<size_t>(std::ceil(o_.fraction * static_cast<double>(n)))));
@@ -68,11 +64,11 @@ bool Service::Impl::BufferDeadline() {
   return false;
 }
 
-bool Service::Impl::BufferResolved() const {
-  if (round_.results.size() >= async_->buffer) return true;
-  if (round_.results.empty()) return false;
-  return std::none_of(clients_.begin(), clients_.end(), [](const auto& kv) { return kv.second.training; });
+size_t Service::Impl::TrainingCount() const {
+  return std::count_if(clients_.begin(), clients_.end(), [](const auto& kv) { return kv.second.training; });
 }
+
+bool Service::Impl::BufferResolved() const { return BufferFull() || (!round_.results.empty() && TrainingCount() == 0); }
 
 bool Service::Impl::AdmitBuffered(ClientState& c, uint64_t round, bool first_chunk) {
   if (c.training && round == c.task_round) return true;

@@ -27,8 +27,7 @@ bool Service::Impl::MaybeStartRound() {
     ExpireStaleTasks();
     DispatchIdle();
     spdlog::info("round {} started: buffering {} updates, {} of {} clients training", number, async_->buffer,
-                 std::count_if(clients_.begin(), clients_.end(), [](const auto& kv) { return kv.second.training; }),
-                 clients_.size());
+                 TrainingCount(), clients_.size());
     return true;
   }
 

@@ -5,20 +5,13 @@ namespace shoal::aggregator {
 
 namespace {
 
-// Whether a codec spec, as the user wrote it, uses the demo preset with no ef stage before it.
+// Whether a codec spec, as the user wrote it, uses the demo preset without an ef stage (which
+// the spec's slot order puts before it). A malformed spec is not: Codec::Create reports it.
 bool DemoPresetWithoutErrorFeedback(const std::string& spec) {
-  size_t start = 0;
-  while (start <= spec.size()) {
-    const size_t bar = std::min(spec.find('|', start), spec.size());
-    std::string stage = spec.substr(start, bar - start);
-    stage = stage.substr(0, stage.find(':'));
-    stage.erase(0, stage.find_first_not_of(' '));
-    stage.erase(stage.find_last_not_of(' ') + 1);
-    if (stage == "ef") return false;
-    if (stage == "demo") return true;
-    start = bar + 1;
-  }
-  return false;
+  auto names = codec::SpecNames(spec);
+  if (!names.ok()) return false;
+  auto has = [&](const char* name) { return std::find(names->begin(), names->end(), name) != names->end(); };
+  return has("demo") && !has("ef");
 }
 
 }  // namespace
@@ -131,7 +124,11 @@ Status Service::Impl::Init(std::unique_ptr<transport::Listener> listener) {
       return Status::InvalidArgument("distributed DP needs 32-bit secure sums: int8 levels round each value by up to half "
                                      "a level, far beyond the clip's sensitivity; use --codec none or randk:ratio=F");
   }
-  ingest_.Add(runtime::DecodeStage(up_codec_.get(), o_.seed, global_.size())).Add(runtime::ValidateStage(o_.max_update_norm));
+  // What a client's update goes through: decode with `codec`, then validate.
+  auto ingest = [this](const codec::Codec& codec, runtime::UpdatePipeline& stages) {
+    stages.Add(runtime::DecodeStage(&codec, o_.seed, global_.size())).Add(runtime::ValidateStage(o_.max_update_norm));
+  };
+  ingest(*up_codec_, ingest_);
   if (!o_.codec_slow.empty()) {
     if (!(o_.slow_below_mbps > 0) || !std::isfinite(o_.slow_below_mbps))
       return Status::InvalidArgument("--codec-slow needs --slow-below-mbps R > 0: the upload rate below which a client uses it");
@@ -140,8 +137,7 @@ Status Service::Impl::Init(std::unique_ptr<transport::Listener> listener) {
     SHOAL_ASSIGN_OR_RETURN(slow_codec_, codec::Codec::Create(o_.codec_slow, task_.layout));
     task_.codec_slow = slow_codec_->spec();
     task_.slow_below_mbps = o_.slow_below_mbps;
-    ingest_slow_.Add(runtime::DecodeStage(slow_codec_.get(), o_.seed, global_.size()))
-        .Add(runtime::ValidateStage(o_.max_update_norm));
+    ingest(*slow_codec_, ingest_slow_);
   } else if (o_.slow_below_mbps != 0) {
     return Status::InvalidArgument("--slow-below-mbps needs --codec-slow (the codec slow clients switch to)");
   }
@@ -321,7 +317,7 @@ Status Service::Impl::Run(const std::atomic<bool>& stop, std::atomic<bool>* relo
     // A full buffer (asynchronous strategies) commits before any further update is read: a
     // commit holds exactly --buffer-size updates.
     const auto drain_until = Clock::now() + std::chrono::milliseconds(20);
-    while (in && Clock::now() < drain_until && !(async_ && round_.open && round_.results.size() >= async_->buffer)) {
+    while (in && Clock::now() < drain_until && !(async_ && round_.open && BufferFull())) {
       SHOAL_ASSIGN_OR_RETURN(in, server_->Recv(std::chrono::milliseconds(0)));
       if (in) Handle(*in);
     }

@@ -221,8 +221,12 @@ class Service::Impl {
   // would be refused, and a client that abandoned its task (its training failed, a transfer
   // broke) would otherwise hold it forever.
   void ExpireStaleTasks();
+  // The buffer holds --buffer-size updates (then no further update is read before the commit).
+  bool BufferFull() const { return round_.results.size() >= async_->buffer; }
   // The buffer is full, or it holds updates and no client is training towards it.
   bool BufferResolved() const;
+  // Clients holding a task whose update is still expected.
+  size_t TrainingCount() const;
   // At the round's deadline: commit what is buffered; an empty buffer waits another
   // --round-timeout instead (an empty commit would age every update in flight).
   bool BufferDeadline();
