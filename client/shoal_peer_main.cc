@@ -11,6 +11,7 @@
 #include "shoal/config.h"
 #include "shoal/data.h"
 #include "shoal/peer.h"
+#include "peer_metrics.h"
 
 namespace po = boost::program_options;
 
@@ -21,7 +22,7 @@ uint32_t Millis(double s) { return static_cast<uint32_t>(std::llround(s * 1000.0
 
 int main(int argc, char** argv) {
   shoal::PeerOptions o;
-  std::string config_file, log_level, partition = "0/1", chunk = "16M";
+  std::string config_file, log_level, partition = "0/1", chunk = "16M", metrics_listen;
   double step_timeout_s = 2, heartbeat_s = 0.2, heartbeat_timeout_s = 2, join_timeout_s = 30;
   o.task.model = "mlp";
   o.task.dataset = "digits";
@@ -31,6 +32,8 @@ int main(int argc, char** argv) {
       "Usage: shoal-peer [options]\n\n"
       "Trains one model together with other shoal-peer processes, with no aggregator. The first\n"
       "peer (no --peers) founds the swarm and its task; the others join through any member.\n"
+      "Every peer may be given the same --peers list, its own address included: the first\n"
+      "listed founds the swarm when no other answers.\n"
       "Example (three terminals):\n"
       "  shoal-peer --listen tcp://127.0.0.1:7101 --name p0 --partition 0/3 --min-peers 3 --steps 300\n"
       "  shoal-peer --listen tcp://127.0.0.1:7102 --name p1 --partition 1/3 --peers tcp://127.0.0.1:7101\n"
@@ -80,7 +83,9 @@ int main(int argc, char** argv) {
       ("partition-scheme", po::value(&o.data.partition_scheme)->default_value(o.data.partition_scheme), "iid or dirichlet:ALPHA")
       ("device", po::value(&o.data.device)->default_value(o.data.device), "auto, cpu or cuda[:N]")
       ("precision", po::value(&o.data.precision)->default_value(o.data.precision), "fp32, tf32, bf16 or fp16")
-      ("metrics-out", po::value(&o.metrics_out), "one JSON object per step to FILE");
+      ("metrics-out", po::value(&o.metrics_out), "one JSON object per step to FILE")
+      ("metrics-listen", po::value(&metrics_listen),
+       "serve Prometheus metrics at http://HOST:PORT/metrics (HOST:PORT, or PORT alone for 127.0.0.1)");
 
   po::variables_map vm;
   if (auto code = shoal::cli::ParseOptions(argc, argv, opts, vm, kProgram)) return *code;
@@ -103,6 +108,17 @@ int main(int argc, char** argv) {
     char host[256] = "host";
     gethostname(host, sizeof host - 1);
     o.name = std::string(host) + "-part" + std::to_string(part->index) + "-of-" + std::to_string(part->count);
+  }
+  std::unique_ptr<shoal::telemetry::MetricsEndpoint> endpoint;
+  if (!metrics_listen.empty()) {
+    auto metrics = std::make_shared<shoal::telemetry::PeerMetrics>();
+    auto started = shoal::telemetry::MetricsEndpoint::Start(metrics_listen, kProgram, metrics);
+    if (!started.ok())
+      return shoal::cli::Fail(kProgram, started.status().message(),
+                              started.status().code() == shoal::StatusCode::kInvalidArgument ? 2 : 1);
+    endpoint = std::move(*started);
+    o.on_step = [metrics](const shoal::PeerStep& s) { metrics->OnStep(s); };
+    spdlog::info("Prometheus metrics at http://{}/metrics", endpoint->address());
   }
   auto& stop = shoal::cli::InstallStopSignals();
   shoal::Status st = shoal::RunPeer(o, stop);

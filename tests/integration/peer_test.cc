@@ -143,6 +143,36 @@ TEST(Peers, AllgatherMatchesFedAvgWithIdenticalReplicas) {
   EXPECT_NEAR(peers, fedavg, 0.02) << "allgather " << peers << " vs FedAvg " << fedavg;
 }
 
+// Every peer is given the same bootstrap list, its own address included, as users of p2p tools
+// expect: each skips its own entry; the first listed founds the swarm once no other answers,
+// even when started last; the others join it. One swarm, one model.
+TEST(Peers, EveryPeerGivenTheSameBootstrapListFormsOneSwarm) {
+  const std::string dir = TempDir("peers-same-list");
+  Swarm swarm(dir, 3, /*secure=*/true);
+  std::vector<std::string> list = {"--peers"};
+  for (int i = 0; i < 3; ++i)
+    list.push_back(Endpoint(swarm.ports[i]) + "@" + swarm.keys + "/p" + std::to_string(i) + ".pub");
+  for (int i = 2; i >= 0; --i)
+    swarm.peers.push_back(std::make_unique<Process>(
+        "shoal-peer", Concat(swarm.Args(i, 3, DigitsTask(40, 3, "0.1"), /*via=*/-1), list),
+        dir + "/p" + std::to_string(i), kOneThread));
+  int founders = 0;
+  for (auto& p : swarm.peers) {
+    EXPECT_EQ(p->Wait(seconds(120)), 0) << p->Stderr();
+    founders += p->Stderr().find("founded swarm") != std::string::npos;
+  }
+  EXPECT_EQ(founders, 1);
+  EXPECT_NE(swarm.peers[2]->Stderr().find("p0: no other peer of --peers answered (this one is listed 1 of 3)"),
+            std::string::npos)
+      << swarm.peers[2]->Stderr();
+  std::vector<std::map<uint64_t, nlohmann::json>> steps;
+  for (int i = 0; i < 3; ++i) steps.push_back(Steps(swarm.Metrics(i)));
+  for (const auto& s : steps) ASSERT_EQ(s.rbegin()->first, 40u);
+  uint64_t common = 0;
+  ExpectSameHashes(steps, &common);
+  EXPECT_GE(common, 35u);
+}
+
 // The leader is SIGKILLed mid-run: the others go on within two step deadlines; a new peer
 // joins through a survivor, loads the replica (hash-verified) and matches it from its first step.
 TEST(Peers, SurviveAKilledLeaderAndCatchUpALateJoiner) {

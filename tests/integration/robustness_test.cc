@@ -122,7 +122,7 @@ TEST(Robustness, ClearErrorsForBadFlagsAndEnvironment) {
     int code;
     std::string needle;
   };
-  const int port = FreePort();
+  const int port = FreePort(), busy = FreePort();
   const std::vector<Case> cases = {
       {"shoal-aggregator", {"--no-such-flag"}, 2, "unrecognised option '--no-such-flag'"},
       {"shoal-aggregator", {"--rounds", "many"}, 2, "--rounds"},
@@ -132,6 +132,16 @@ TEST(Robustness, ClearErrorsForBadFlagsAndEnvironment) {
       // DeMo's codec on plain deltas, without error feedback: refused, naming the fixes.
       {"shoal-aggregator", {"--listen", Endpoint(FreePort()), "--codec", "demo:chunk=64,topk=8,bits=1"}, 2,
        "--client-optimizer demo --strategy demo"},
+      {"shoal-peer", {"--listen", Endpoint(FreePort()), "--codec", "demo:chunk=64,topk=8,bits=1", "--steps", "1"}, 2,
+       "--client-optimizer demo, or keep the dropped part with error feedback"},
+      {"shoal-aggregator", {"--listen", Endpoint(FreePort()), "--metrics-listen", "localhost:http"}, 2,
+       "--metrics-listen localhost:http: expected HOST:PORT or PORT"},
+      // The metrics port is the service's own: taken.
+      {"shoal-aggregator", {"--listen", Endpoint(busy), "--metrics-listen", std::to_string(busy)}, 1,
+       "cannot listen there"},
+      // Flags are checked before the device is probed: the codec is named, not the missing GPU.
+      {"shoal-aggregator", {"--listen", Endpoint(FreePort()), "--device", "cuda:7", "--codec", "int9"}, 2,
+       "codec spec 'int9'"},
       {"shoal-aggregator", {"--listen", Endpoint(FreePort()), "--model", "mlp:0"}, 2, "mlp:0"},
       {"shoal-aggregator", {"--listen", Endpoint(FreePort()), "--strategy", "magic"}, 2, "fedavg, fedprox"},
       {"shoal-aggregator", {"--listen", Endpoint(FreePort()), "--data-dir", dir + "/nothing-here"}, 1, "scripts/setup"},

@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -51,6 +52,14 @@ struct PeerStep {
   double loss = 0.0;              // mean training loss of the included updates
   std::string model_hash;         // of the replica below (hex BLAKE2b, as in the metrics)
   std::span<const float> params;  // the replica, in task.layout order; valid during the call
+  uint64_t bytes_sent = 0, bytes_received = 0;  // this step's frames on the wire
+  double seconds = 0.0;                         // the step's wall time
+  uint64_t frames_rejected = 0;                 // inbound frames rejected since the start
+  uint64_t resyncs = 0;                         // replica transfers since the start
+  // Evaluation at this step (every eval_every steps and the last): on the held-out split with
+  // the built-in trainer (held_out), else the application trainer's Evaluate when it can.
+  std::optional<EvalResult> eval;
+  bool eval_held_out = false;
 };
 
 struct PeerOptions {

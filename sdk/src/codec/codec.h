@@ -74,6 +74,13 @@ StatusOr<std::vector<StageSpec>> ParseSpec(const std::string& spec);
 // The stage and preset names of `spec` as written (a preset not expanded), in order; empty for
 // "none" or "". Syntax only: the errors of ParseSpec's first step.
 StatusOr<std::vector<std::string>> SpecNames(const std::string& spec);
+// The demo preset encodes the momentum DeMo's client optimizer extracts (the optimizer keeps
+// what per-chunk top-k leaves out). Used for anything else without an `ef` stage, top-k drops
+// most of every update for good and training crawls without a word. Returns InvalidArgument
+// naming both fixes when `spec` is such a pairing with `optimizer` (`demo_flags`: what to pass,
+// e.g. "--client-optimizer demo --strategy demo"); OK otherwise, and for a malformed spec
+// (ParseSpec reports that).
+Status CheckDemoPresetPairing(const std::string& spec, const std::string& optimizer, const std::string& demo_flags);
 
 // Stage interfaces --------------------------------------------------------------------------
 // Transforms map a tensor to coefficients and back. Forward may keep per-tensor state

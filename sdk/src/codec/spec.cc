@@ -3,6 +3,7 @@
 //   spec  := "none" | "" | stage ("|" stage)*        at most one stage per slot, in slot order
 //   stage := name | name ":" key "=" value ("," key "=" value)*
 // Spaces and tabs around names, keys, values and '|' are ignored.
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -126,6 +127,17 @@ StatusOr<std::vector<std::string>> SpecNames(const std::string& spec) {
     names.push_back(std::move(st.name));
   }
   return names;
+}
+
+Status CheckDemoPresetPairing(const std::string& spec, const std::string& optimizer, const std::string& demo_flags) {
+  auto names = SpecNames(spec);
+  if (!names.ok() || optimizer == "demo") return Status::Ok();
+  auto has = [&](const char* name) { return std::find(names->begin(), names->end(), name) != names->end(); };
+  if (!has("demo") || has("ef")) return Status::Ok();
+  return Status::InvalidArgument("--codec " + spec +
+                                 " is DeMo's encoding of the momentum its client optimizer extracts; without it, "
+                                 "top-k drops most of every update for good. Pass " + demo_flags +
+                                 ", or keep the dropped part with error feedback: --codec 'ef|" + spec + "'");
 }
 
 StatusOr<std::vector<StageSpec>> ParseSpec(const std::string& spec) {

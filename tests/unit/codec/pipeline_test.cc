@@ -109,6 +109,20 @@ TEST(SpecTest, NamesAsWritten) {
   EXPECT_FALSE(SpecNames("demo:chunk=64,,").ok());
 }
 
+// The demo preset is refused on plain deltas unless error feedback keeps what top-k drops.
+TEST(SpecTest, DemoPresetPairing) {
+  const std::string flags = "--client-optimizer demo";
+  EXPECT_EQ(CheckDemoPresetPairing("demo:chunk=64,topk=8,bits=1", "sgd", flags).code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(CheckDemoPresetPairing("demo:bits=8|zstd", "adamw", flags).message().find("--codec 'ef|demo:bits=8|zstd'"),
+            std::string::npos);
+  EXPECT_TRUE(CheckDemoPresetPairing("demo:chunk=64,topk=8,bits=1", "demo", flags).ok());
+  EXPECT_TRUE(CheckDemoPresetPairing("ef|demo:chunk=64,topk=8,bits=1", "sgd", flags).ok());
+  // The expanded stages are not the preset: dct|topk|sign written out is the user's choice.
+  EXPECT_TRUE(CheckDemoPresetPairing("dct:chunk=64|topk:k=8|sign", "sgd", flags).ok());
+  EXPECT_TRUE(CheckDemoPresetPairing("int8", "sgd", flags).ok());
+  EXPECT_TRUE(CheckDemoPresetPairing("demo:chunk=64,,", "sgd", flags).ok());  // ParseSpec's to report
+}
+
 TEST(ShapeTest, ToShape2D) {
   EXPECT_EQ(ToShape2D({"s", {}}).size(), 1);
   Shape2D v = ToShape2D({"v", {7}});

@@ -65,34 +65,56 @@ void Peer::ServiceConnections() {
     }
 }
 
+// Founding the swarm: its id, task and settings are this peer's.
+Status Peer::Found() {
+  swarm_ = crypto::RandomU64() | 1;
+  protocol::SwarmInfo& s = swarm_info_;
+  s.task = o_.task;
+  s.mode = o_.mode;
+  s.step_timeout_ms = o_.step_timeout_ms;
+  s.heartbeat_interval_ms = o_.heartbeat_interval_ms;
+  s.heartbeat_timeout_ms = o_.heartbeat_timeout_ms;
+  s.chunk_bytes = o_.chunk_bytes;
+  s.steps = o_.steps;
+  s.params = {{"diloco_inner_steps", o_.diloco_inner_steps}, {"outer_lr", o_.diloco_outer_lr},
+              {"outer_momentum", o_.diloco_outer_momentum}, {"diloco_allreduce", o_.diloco_allreduce ? 1.0 : 0.0},
+              {"gossip_k", o_.gossip_k},
+              {"eval_every", o_.eval_every}, {"min_peers", o_.min_peers}};
+  if (s.step_timeout_ms == 0 || s.heartbeat_interval_ms == 0 || s.heartbeat_timeout_ms <= s.heartbeat_interval_ms)
+    return Status::InvalidArgument("--heartbeat-timeout must exceed --heartbeat-interval, and timeouts be positive");
+  SHOAL_RETURN_IF_ERROR(InitTask());
+  spdlog::info("peer {}: founded swarm {:016x}", self_.name, swarm_);
+  return Status::Ok();
+}
+
 // `early` receives the frames that arrive before the member list (members introducing
 // themselves); they are handled once the swarm is known.
+//
+// Every peer may be given the same bootstrap list, as users of p2p tools expect. This peer's
+// own address in it (--listen or --advertise) is skipped: dialling itself would be refused as
+// a name clash. Its place in the list ranks it as a founder instead: when no other listed peer
+// answers within (place + 1) x kFounderWait, it founds the swarm. So peers started together
+// found one swarm (the first listed founds it, the others join it as soon as it answers), a
+// restarted peer rejoins the running swarm, and the next listed peer stands in for a first
+// one that is down.
 Status Peer::Join(const std::atomic<bool>& stop, std::vector<transport::Listener::Inbound>* early) {
-  if (o_.bootstrap.empty()) {
-    // Founding the swarm: its id, task and settings are this peer's.
-    swarm_ = crypto::RandomU64() | 1;
-    protocol::SwarmInfo& s = swarm_info_;
-    s.task = o_.task;
-    s.mode = o_.mode;
-    s.step_timeout_ms = o_.step_timeout_ms;
-    s.heartbeat_interval_ms = o_.heartbeat_interval_ms;
-    s.heartbeat_timeout_ms = o_.heartbeat_timeout_ms;
-    s.chunk_bytes = o_.chunk_bytes;
-    s.steps = o_.steps;
-    s.params = {{"diloco_inner_steps", o_.diloco_inner_steps}, {"outer_lr", o_.diloco_outer_lr},
-                {"outer_momentum", o_.diloco_outer_momentum}, {"diloco_allreduce", o_.diloco_allreduce ? 1.0 : 0.0},
-                {"gossip_k", o_.gossip_k},
-                {"eval_every", o_.eval_every}, {"min_peers", o_.min_peers}};
-    if (s.step_timeout_ms == 0 || s.heartbeat_interval_ms == 0 || s.heartbeat_timeout_ms <= s.heartbeat_interval_ms)
-      return Status::InvalidArgument("--heartbeat-timeout must exceed --heartbeat-interval, and timeouts be positive");
-    SHOAL_RETURN_IF_ERROR(InitTask());
-    spdlog::info("peer {}: founded swarm {:016x}", self_.name, swarm_);
-    return Status::Ok();
+  std::vector<std::string> bootstrap;
+  std::optional<size_t> place;
+  for (size_t i = 0; i < o_.bootstrap.size(); ++i) {
+    const std::string endpoint = o_.bootstrap[i].substr(0, o_.bootstrap[i].find('@'));
+    if (endpoint == o_.listen || endpoint == o_.advertise) {
+      if (!place) place = i;
+    } else {
+      bootstrap.push_back(o_.bootstrap[i]);
+    }
   }
+  if (bootstrap.empty()) return Found();
+  std::optional<Clock::time_point> found_at;
+  if (place) found_at = Clock::now() + kFounderWait * static_cast<int>(*place + 1);
   // Joining: ask the bootstrap peers for the member list, then introduce ourselves to all.
   std::vector<std::unique_ptr<transport::Channel>> boot;
   std::vector<std::string> boot_names;
-  for (const std::string& spec : o_.bootstrap) {
+  for (const std::string& spec : bootstrap) {
     const size_t at = spec.find('@');
     const std::string endpoint = spec.substr(0, at);
     transport::SocketOptions so;
@@ -113,8 +135,13 @@ Status Peer::Join(const std::atomic<bool>& stop, std::vector<transport::Listener
   auto next_try = Clock::now();
   uint64_t seq = 0;
   while (!stop.load()) {
-    if (Clock::now() >= deadline)
-      return Status::Unavailable("no answer from the bootstrap peers (" + o_.bootstrap[0] + (boot.size() > 1 ? ", ..." : "") +
+    if (found_at && Clock::now() >= *found_at) {
+      spdlog::info("peer {}: no other peer of --peers answered (this one is listed {} of {}); founding the swarm",
+                   self_.name, *place + 1, o_.bootstrap.size());
+      return Found();
+    }
+    if (!found_at && Clock::now() >= deadline)
+      return Status::Unavailable("no answer from the bootstrap peers (" + bootstrap[0] + (boot.size() > 1 ? ", ..." : "") +
                                  ") within " + std::to_string(o_.join_timeout_ms / 1000) + " s");
     if (Clock::now() >= next_try) {
       for (auto& ch : boot) (void)ch->Send(protocol::EncodeJoin({0, 0, 0, ++seq}, self_, true), milliseconds(0));

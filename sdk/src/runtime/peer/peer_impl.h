@@ -142,6 +142,10 @@ class Peer {
 
   // Membership (membership.cc).
   Status Join(const std::atomic<bool>& stop, std::vector<transport::Listener::Inbound>* early);
+  Status Found();  // this peer founds the swarm
+  // A peer listed in its own --peers founds the swarm when no other listed peer answers within
+  // (its place + 1) times this (Join).
+  static constexpr std::chrono::milliseconds kFounderWait{2000};
   Status ConnectMember(const protocol::PeerInfo& info);
   // Sends our Join on the member's new connection once it is up (ZMQ_IMMEDIATE drops frames
   // before that); nothing else goes to a member before it. The member answers with its own
@@ -178,7 +182,8 @@ class Peer {
   Status CommitStep(uint64_t step, const std::optional<std::vector<float>>& result, Clock::time_point started);
   void MixStep();
   void FinishStep(uint64_t step, size_t included, double loss, double spread);
-  void Evaluate(nlohmann::json& line);
+  void Evaluate(PeerStep* step);
+  void WriteStep(const PeerStep& s, double spread);  // the --metrics-out line
 
   // Ring all-reduce steps (ring.cc).
   void RingStep();

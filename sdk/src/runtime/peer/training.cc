@@ -23,6 +23,7 @@ namespace shoal::peer {
 Status Peer::InitTask() {
   TaskConfig& task = swarm_info_.task;
   SHOAL_RETURN_IF_ERROR(nn::ValidateOptimizerConfig(task.optimizer));
+  SHOAL_RETURN_IF_ERROR(codec::CheckDemoPresetPairing(task.codec, task.optimizer.name, "--client-optimizer demo"));
   std::vector<float> init;
   SHOAL_RETURN_IF_ERROR(InitTrainer(&init));
   if (!o_.initial_params.empty()) {
@@ -141,59 +142,78 @@ void Peer::LocalUpdate(uint64_t step) {
   compute_seconds_ += std::chrono::duration<double>(step_started_ - started).count();
 }
 
-// Held-out evaluation with the built-in trainer; an application's trainer evaluates on its own
-// data (eval_loss, eval_accuracy), when it can.
-void Peer::Evaluate(nlohmann::json& line) {
+// Held-out evaluation with the built-in trainer (into step->eval, held out); an application's
+// trainer evaluates on its own data, when it can.
+void Peer::Evaluate(PeerStep* step) {
   if (eval_model_) {
-    const EvalResult r = nn::Evaluate(*eval_model_, w_, test_);
-    line["test_accuracy"] = r.accuracy;
-    line["test_loss"] = r.loss;
-    if (eval_model_->batch_kind() == nn::BatchKind::kTokens) line["test_bits_per_byte"] = nn::BitsPerByte(r.loss);
+    step->eval = nn::Evaluate(*eval_model_, w_, test_);
+    step->eval_held_out = true;
     return;
   }
   EvalResult r;
-  if (!trainer_->Evaluate(w_, &r).ok()) return;
-  line["eval_accuracy"] = r.accuracy;
-  line["eval_loss"] = r.loss;
+  if (trainer_->Evaluate(w_, &r).ok()) step->eval = r;
 }
 
 void Peer::FinishStep(uint64_t step, size_t included, double loss, double spread) {
   const size_t members = LiveNames().size();
-  if (o_.on_step) o_.on_step(PeerStep{step, members, included, loss, hash_, w_});
-  if (!metrics_.is_open()) return;
   const uint64_t received = server_->traffic().bytes_received;
-  nlohmann::json line = {
-      {"step", step},
-      {"name", self_.name},
-      {"mode", swarm_info_.mode},
-      {"members", members},
-      {"included", included},
-      {"leader", exchange_->finish() == Exchange::Finish::kLocalMix ? "" : Leader()},
-      {"loss", loss},
-      {"bytes_sent", bytes_sent_ - bytes_sent_at_step_},
-      {"bytes_received", received - bytes_received_at_step_},
-      {"bytes_dense_equiv", n_ * sizeof(float) * (members > 1 ? members - 1 : 0)},
-      {"model_hash", hash_},
-      {"seconds", std::chrono::duration<double>(Clock::now() - step_clock_).count()},
-      {"compute_seconds", compute_seconds_},
-      {"apply_seconds", apply_seconds_},
-      {"resyncs", resyncs_},
-      {"divergences", divergences_},
-      {"readmitted", readmitted_},
-      {"ring_restarts", ring_restarts_},
-      {"frames_rejected", frames_rejected_},
-      {"rejected_by_code", rejected_by_code_},
-  };
-  if (spread >= 0) line["spread"] = spread;
+  PeerStep s;
+  s.step = step;
+  s.members = members;
+  s.included = included;
+  s.loss = loss;
+  s.model_hash = hash_;
+  s.params = w_;
+  s.bytes_sent = bytes_sent_ - bytes_sent_at_step_;
+  s.bytes_received = received - bytes_received_at_step_;
+  s.seconds = std::chrono::duration<double>(Clock::now() - step_clock_).count();
+  s.frames_rejected = frames_rejected_;
+  s.resyncs = resyncs_;
   const uint64_t every = static_cast<uint64_t>(swarm_info_.Param("eval_every", 10));
   const bool last = swarm_info_.steps && step >= swarm_info_.steps;
-  if ((every && step % every == 0) || last) Evaluate(line);
-  metrics_ << line.dump() << '\n';
-  metrics_.flush();
+  if ((metrics_.is_open() || o_.on_step) && ((every && step % every == 0) || last)) Evaluate(&s);
+  if (o_.on_step) o_.on_step(s);
   bytes_sent_at_step_ = bytes_sent_;
   bytes_received_at_step_ = received;
   step_clock_ = Clock::now();
+  if (metrics_.is_open()) WriteStep(s, spread);
   compute_seconds_ = apply_seconds_ = 0;
+}
+
+void Peer::WriteStep(const PeerStep& s, double spread) {
+  nlohmann::json line = {
+      {"step", s.step},
+      {"name", self_.name},
+      {"mode", swarm_info_.mode},
+      {"members", s.members},
+      {"included", s.included},
+      {"leader", exchange_->finish() == Exchange::Finish::kLocalMix ? "" : Leader()},
+      {"loss", s.loss},
+      {"bytes_sent", s.bytes_sent},
+      {"bytes_received", s.bytes_received},
+      {"bytes_dense_equiv", n_ * sizeof(float) * (s.members > 1 ? s.members - 1 : 0)},
+      {"model_hash", s.model_hash},
+      {"seconds", s.seconds},
+      {"compute_seconds", compute_seconds_},
+      {"apply_seconds", apply_seconds_},
+      {"resyncs", s.resyncs},
+      {"divergences", divergences_},
+      {"readmitted", readmitted_},
+      {"ring_restarts", ring_restarts_},
+      {"frames_rejected", s.frames_rejected},
+      {"rejected_by_code", rejected_by_code_},
+  };
+  if (spread >= 0) line["spread"] = spread;
+  if (s.eval && s.eval_held_out) {
+    line["test_accuracy"] = s.eval->accuracy;
+    line["test_loss"] = s.eval->loss;
+    if (eval_model_->batch_kind() == nn::BatchKind::kTokens) line["test_bits_per_byte"] = nn::BitsPerByte(s.eval->loss);
+  } else if (s.eval) {
+    line["eval_accuracy"] = s.eval->accuracy;
+    line["eval_loss"] = s.eval->loss;
+  }
+  metrics_ << line.dump() << '\n';
+  metrics_.flush();
 }
 
 }  // namespace shoal::peer

@@ -27,12 +27,25 @@ Status TrimMetrics(const std::string& path, uint64_t last_round) {
 
 void Service::Impl::PrintTableRow(const RoundReport& r) {
   if (r.round == 1 || r.round % 20 == 1 || !table_header_printed_)
-    std::printf("%6s %9s %9s %12s %12s %8s %5s\n", "round", "accuracy", "loss", "bytes_up", "bytes_down", "seconds", "ok");
+    std::printf("%6s %9s %9s %12s %12s %9s %5s\n", "round", "accuracy", "loss", "bytes_up", "bytes_down", "ms", "ok");
   table_header_printed_ = true;
-  std::printf("%6llu %9.4f %9.4f %12llu %12llu %8.2f %2zu/%zu\n", static_cast<unsigned long long>(r.round),
+  std::printf("%6llu %9.4f %9.4f %12llu %12llu %9.1f %2zu/%zu\n", static_cast<unsigned long long>(r.round),
               r.test_accuracy, r.test_loss, static_cast<unsigned long long>(r.bytes_up),
-              static_cast<unsigned long long>(r.bytes_down), r.seconds, r.clients_reported, r.clients_selected);
+              static_cast<unsigned long long>(r.bytes_down), r.seconds * 1000.0, r.clients_reported, r.clients_selected);
   std::fflush(stdout);
+}
+
+void Service::Impl::PublishStatus() {
+  if (!o_.on_status || Clock::now() - last_status_ < std::chrono::milliseconds(250)) return;
+  last_status_ = Clock::now();
+  LiveStatus s;
+  s.round = round_.open ? round_.number : last_completed_ + 1;
+  s.round_open = round_.open;
+  s.clients_registered = clients_.size();
+  s.clients_selected = round_.open ? round_.selected.size() : 0;
+  s.updates_received = round_.open ? round_.results.size() : 0;
+  s.last_completed = last_completed_;
+  o_.on_status(s);
 }
 
 Status Service::Impl::WriteMetrics(const nlohmann::json& line) {

@@ -214,6 +214,20 @@ Status Service::Impl::CloseRound() {
   r.model_hash = global_hash_;
   r.model_updated = updated;
   r.strategy_metrics = strategy_->RoundMetrics();
+  r.codec_up = task_.codec;
+  r.codec_down = task_.codec_down;
+  r.encode_seconds = results.empty() ? 0.0 : encode_seconds / static_cast<double>(results.size());
+  r.decode_seconds = round_.decode_seconds;
+  r.deadline_seconds = round_.deadline_ms / 1000.0;
+  r.resyncs = resyncs_;
+  r.frames_rejected = frames_rejected_;
+  r.rejected_by_code = rejected_by_code_;
+  r.updates_late = updates_late_;
+  r.connections = server_->handshakes().connections;
+  r.handshakes_failed = server_->handshakes().failed();
+  r.handshakes_refused = server_->handshakes().failed_auth;
+  r.secure = server_->secure();
+  r.allow_list_keys = allow_list_ ? allow_list_->size() : 0;
   nlohmann::json line = {
       {"round", r.round},
       {"clients_selected", r.clients_selected},
@@ -229,18 +243,18 @@ Status Service::Impl::CloseRound() {
       {"seconds", r.seconds},
       {"model_hash", r.model_hash},
       {"model_updated", r.model_updated},
-      {"resyncs", resyncs_},
-      {"encode_seconds", results.empty() ? 0.0 : encode_seconds / static_cast<double>(results.size())},
-      {"decode_seconds", round_.decode_seconds},
-      {"frames_rejected", frames_rejected_},
-      {"deadline_seconds", round_.deadline_ms / 1000.0},
-      {"updates_late", updates_late_},
-      {"rejected_by_code", rejected_by_code_},
-      {"secure", server_->secure()},
-      {"connections", server_->handshakes().connections},
-      {"handshakes_failed", server_->handshakes().failed()},
-      {"handshakes_refused", server_->handshakes().failed_auth},
-      {"allow_list_keys", allow_list_ ? allow_list_->size() : 0},
+      {"resyncs", r.resyncs},
+      {"encode_seconds", r.encode_seconds},
+      {"decode_seconds", r.decode_seconds},
+      {"frames_rejected", r.frames_rejected},
+      {"deadline_seconds", r.deadline_seconds},
+      {"updates_late", r.updates_late},
+      {"rejected_by_code", r.rejected_by_code},
+      {"secure", r.secure},
+      {"connections", r.connections},
+      {"handshakes_failed", r.handshakes_failed},
+      {"handshakes_refused", r.handshakes_refused},
+      {"allow_list_keys", r.allow_list_keys},
   };
   for (const StrategyMetric& m : r.strategy_metrics) line[m.name] = m.value;
   if (slow_codec_) line["updates_slow_codec"] = round_.slow_codec_updates;

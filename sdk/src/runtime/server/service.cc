@@ -3,19 +3,6 @@
 
 namespace shoal::aggregator {
 
-namespace {
-
-// Whether a codec spec, as the user wrote it, uses the demo preset without an ef stage (which
-// the spec's slot order puts before it). A malformed spec is not: Codec::Create reports it.
-bool DemoPresetWithoutErrorFeedback(const std::string& spec) {
-  auto names = codec::SpecNames(spec);
-  if (!names.ok()) return false;
-  auto has = [&](const char* name) { return std::find(names->begin(), names->end(), name) != names->end(); };
-  return has("demo") && !has("ef");
-}
-
-}  // namespace
-
 Status Service::Impl::Init(std::unique_ptr<transport::Listener> listener) {
   if (o_.min_clients == 0) return Status::InvalidArgument("--min-clients must be at least 1");
   if (!(o_.fraction > 0.0 && o_.fraction <= 1.0)) return Status::InvalidArgument("--fraction must be in (0, 1]");
@@ -70,6 +57,27 @@ Status Service::Impl::Init(std::unique_ptr<transport::Listener> listener) {
              o_.dp.clip_quantile != 0) {
     return Status::InvalidArgument("the --dp-* options need --dp-clip (the L2 bound of each client's update)");
   }
+  // Everything the flags alone decide is checked before the device is probed or data loaded.
+  OptimizerConfig optimizer = o_.optimizer;
+  optimizer.learning_rate = o_.strategy.learning_rate;
+  SHOAL_RETURN_IF_ERROR(nn::ValidateOptimizerConfig(optimizer));
+  // DeMo's client update is extracted momentum, which only the demo strategy (sign of the
+  // mean) turns into a model step; any other pairing would silently train wrong.
+  if ((optimizer.name == "demo") != (strategy_->name() == "demo"))
+    return Status::InvalidArgument("--client-optimizer demo and --strategy demo go together (got optimizer '" +
+                                   optimizer.name + "', strategy '" + strategy_->name() + "')");
+  for (const std::string& spec : {o_.codec, o_.codec_down, o_.codec_slow})
+    SHOAL_RETURN_IF_ERROR(codec::ParseSpec(spec).status());
+  SHOAL_RETURN_IF_ERROR(codec::CheckDemoPresetPairing(o_.codec, optimizer.name, "--client-optimizer demo --strategy demo"));
+  if (!o_.codec_slow.empty()) {
+    if (!(o_.slow_below_mbps > 0) || !std::isfinite(o_.slow_below_mbps))
+      return Status::InvalidArgument("--codec-slow needs --slow-below-mbps R > 0: the upload rate below which a client uses it");
+    if (privacy_.secagg)
+      return Status::InvalidArgument("--codec-slow with --secagg: masked updates are summed in one encoding");
+  } else if (o_.slow_below_mbps != 0) {
+    return Status::InvalidArgument("--slow-below-mbps needs --codec-slow (the codec slow clients switch to)");
+  }
+
   SHOAL_ASSIGN_OR_RETURN(backend_, MakeBackend(o_.device));
 
   // Data: the aggregator only keeps the held-out split, which no client ever receives.
@@ -83,8 +91,7 @@ Status Service::Impl::Init(std::unique_ptr<transport::Listener> listener) {
   task_.model = model_->spec();
   task_.layout = model_->Layout();
   task_.dataset = o_.dataset;
-  task_.optimizer = o_.optimizer;
-  task_.optimizer.learning_rate = o_.strategy.learning_rate;
+  task_.optimizer = optimizer;
   task_.local_epochs = o_.strategy.local_epochs;
   task_.local_steps = o_.strategy.local_steps;
   task_.batch_size = o_.batch_size;
@@ -93,20 +100,6 @@ Status Service::Impl::Init(std::unique_ptr<transport::Listener> listener) {
   task_.test_fraction = o_.test_fraction;
   task_.codec = o_.codec.empty() ? "none" : o_.codec;
   task_.codec_down = o_.codec_down.empty() ? task_.codec : o_.codec_down;
-  SHOAL_RETURN_IF_ERROR(nn::ValidateOptimizerConfig(task_.optimizer));
-  // DeMo's client update is extracted momentum, which only the demo strategy (sign of the
-  // mean) turns into a model step; any other pairing would silently train wrong.
-  if ((task_.optimizer.name == "demo") != (strategy_->name() == "demo"))
-    return Status::InvalidArgument("--client-optimizer demo and --strategy demo go together (got optimizer '" +
-                                   task_.optimizer.name + "', strategy '" + strategy_->name() + "')");
-  // The demo preset without error feedback drops, for good, what its per-chunk top-k leaves out
-  // of every update: right for DeMo's extracted momentum (the optimizer keeps the rest), a
-  // silent trap for plain deltas.
-  if (task_.optimizer.name != "demo" && DemoPresetWithoutErrorFeedback(task_.codec))
-    return Status::InvalidArgument("--codec " + task_.codec +
-                                   " is DeMo's encoding of the momentum its client optimizer extracts; without it, "
-                                   "top-k drops most of every update for good. Pass --client-optimizer demo --strategy "
-                                   "demo, or keep the dropped part with error feedback: --codec 'ef|" + task_.codec + "'");
   if (LayoutSize(task_.layout) * sizeof(float) > protocol::kMaxPayloadBytes)
     return Status::InvalidArgument("model is larger than the protocol's payload limit");
   global_ = ParameterArena(task_.layout);
@@ -130,16 +123,10 @@ Status Service::Impl::Init(std::unique_ptr<transport::Listener> listener) {
   };
   ingest(*up_codec_, ingest_);
   if (!o_.codec_slow.empty()) {
-    if (!(o_.slow_below_mbps > 0) || !std::isfinite(o_.slow_below_mbps))
-      return Status::InvalidArgument("--codec-slow needs --slow-below-mbps R > 0: the upload rate below which a client uses it");
-    if (privacy_.secagg)
-      return Status::InvalidArgument("--codec-slow with --secagg: masked updates are summed in one encoding");
     SHOAL_ASSIGN_OR_RETURN(slow_codec_, codec::Codec::Create(o_.codec_slow, task_.layout));
     task_.codec_slow = slow_codec_->spec();
     task_.slow_below_mbps = o_.slow_below_mbps;
     ingest(*slow_codec_, ingest_slow_);
-  } else if (o_.slow_below_mbps != 0) {
-    return Status::InvalidArgument("--slow-below-mbps needs --codec-slow (the codec slow clients switch to)");
   }
   for (const std::string& codec_spec : {task_.codec, task_.codec_down, task_.codec_slow}) {
     if (codec_spec.empty()) continue;
@@ -323,6 +310,7 @@ Status Service::Impl::Run(const std::atomic<bool>& stop, std::atomic<bool>* relo
     }
     Flush();
     ExpireClients();
+    PublishStatus();
     if (round_.open && round_.secagg) AdvanceSecAgg();  // its stages end the round
     // Never into a full buffer: its model is about to be replaced.
     if (round_.open && async_ && dispatch_pending_ && !RoundResolved()) DispatchIdle();

@@ -7,8 +7,10 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "shoal/status.h"
 #include "shoal/trainer.h"
@@ -21,7 +23,7 @@
 namespace shoal::aggregator {
 
 // One completed round, as the service reports it: the metrics line (DESIGN.md §6), the
-// console table and an observer (on_round) all read this value.
+// console table and an observer (on_round: e.g. the Prometheus endpoint) all read this value.
 struct RoundReport {
   uint64_t round = 0;
   size_t clients_selected = 0, clients_reported = 0, clients_dropped = 0, clients_registered = 0;
@@ -33,6 +35,28 @@ struct RoundReport {
   std::string model_hash;                       // of the global model after the round
   bool model_updated = false;
   std::vector<StrategyMetric> strategy_metrics;  // the strategy's own (DP: epsilon, dp_clip, ...)
+  std::string codec_up, codec_down;             // the round's codec specs (canonical)
+  double encode_seconds = 0.0;                  // clients' mean encoding time of their update
+  double decode_seconds = 0.0;                  // the aggregator's decoding time, all updates
+  double deadline_seconds = 0.0;                // the round's deadline
+  uint64_t resyncs = 0;                         // clients sent the full model this round
+  // Since the service started (counters):
+  uint64_t frames_rejected = 0;
+  std::map<std::string, uint64_t> rejected_by_code;  // protocol::ErrorName -> frames
+  uint64_t updates_late = 0;
+  uint64_t connections = 0, handshakes_failed = 0, handshakes_refused = 0;
+  bool secure = false;          // CurveZMQ on the listener
+  size_t allow_list_keys = 0;
+};
+
+// The service between rounds, published every 250 ms at most (on_status: the live gauges).
+struct LiveStatus {
+  uint64_t round = 0;           // the round in progress, or the next one
+  bool round_open = false;      // its tasks are out
+  size_t clients_registered = 0;
+  size_t clients_selected = 0;  // of the open round
+  size_t updates_received = 0;  // of the open round, so far
+  uint64_t last_completed = 0;
 };
 
 struct AggregatorOptions {
@@ -46,10 +70,12 @@ struct AggregatorOptions {
   std::string data_dir;                    // Default: $SHOAL_DATA_DIR or ~/.cache/shoal
   uint64_t seed = 0;                       // model init, data split, client sampling
   double test_fraction = 0.2;              // held-out share of the dataset
-  StrategyOptions strategy;                // strategy name, client lr, local epochs/steps, prox mu
+  // The client optimizer defaults to the demo's tuned settings (scripts/demo): SGD, learning
+  // rate 0.1, momentum 0.9, so a run started by hand trains as fast as the demo does.
+  StrategyOptions strategy = {.learning_rate = 0.1f};  // strategy name, client lr, local epochs/steps, prox mu
   DpOptions dp;                            // differential privacy around the strategy (dp.clip > 0 turns it on)
   SecAggOptions secagg;                    // secure aggregation (SecAgg+) of the clients' updates
-  OptimizerConfig optimizer;               // client optimizer (its learning_rate is overridden per round)
+  OptimizerConfig optimizer = {.momentum = 0.9f};  // client optimizer (its learning_rate is strategy.learning_rate)
   std::string codec = "none";              // upload codec spec (clients encode their updates with it)
   std::string codec_down;                  // download codec for the global delta; Default: same as codec
   std::string codec_slow;                  // upload codec of clients measured below slow_below_mbps; empty = none
@@ -74,6 +100,8 @@ struct AggregatorOptions {
   // Called on the service's thread after each round is committed (metrics written,
   // checkpoint saved). Optional.
   std::function<void(const RoundReport&)> on_round;
+  // Called on the service's thread with the live state, every 250 ms at most. Optional.
+  std::function<void(const LiveStatus&)> on_status;
 };
 
 class Service {

@@ -236,6 +236,7 @@ class Service::Impl {
   // --max-staleness or no commit is being filled.
   std::optional<uint64_t> BufferedStaleness(ClientState& c, uint64_t round);
   Status WriteMetrics(const nlohmann::json& line);
+  void PublishStatus();  // on_status, every 250 ms at most
   void PrintTableRow(const RoundReport& r);
   Status SaveCheckpoint();
   void SendByeToAll(const std::string& reason);
@@ -284,6 +285,7 @@ class Service::Impl {
   RoundState round_;
   bool waiting_logged_ = false;
   bool table_header_printed_ = false;
+  Clock::time_point last_status_;
   bool closing_ = false;  // Bye sent to everyone: connections closing is expected
 
   std::ofstream metrics_;
