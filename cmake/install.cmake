@@ -10,6 +10,7 @@ install(TARGETS shoal shoal_shared EXPORT shoalTargets
 install(DIRECTORY sdk/include/shoal DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
 install(FILES ${CMAKE_BINARY_DIR}/generated/shoal/config.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/shoal)
 install(TARGETS shoal-aggregator shoal-client shoal-peer shoal-keygen shoal-sim shoal-generate RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(PROGRAMS tools/shoal-report DESTINATION ${CMAKE_INSTALL_BINDIR})
 # The CUDA backend module, beside libshoal, where backend/registry.cc looks for it.
 if(SHOAL_HAVE_CUDA)
   install(TARGETS shoal-cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
