@@ -65,6 +65,8 @@ int main(int argc, char** argv) {
       ("batch-size", po::value(&o.task.batch_size)->default_value(o.task.batch_size), "minibatch size per peer and step")
       ("seed", po::value(&o.task.seed)->default_value(0), "model init, data split and partitions")
       ("test-fraction", po::value(&o.task.test_fraction)->default_value(o.task.test_fraction), "held-out share of the dataset")
+      ("standardize", po::value(&o.standardize)->default_value(o.standardize),
+       "founder: scale each feature by the training split's mean and standard deviation, for every peer: auto (on for csv:), on, off")
       ("codec", po::value(&o.task.codec)->default_value("none"), "update codec, e.g. demo:chunk=64,topk=8,bits=1, int8, ef|topk:ratio=0.01|int8; on a ring: none, bf16, fp16 or int8")
       ("diloco-inner-steps", po::value(&o.diloco_inner_steps)->default_value(o.diloco_inner_steps), "diloco: inner steps H per outer step")
       ("diloco-outer-lr", po::value(&o.diloco_outer_lr)->default_value(o.diloco_outer_lr), "diloco: outer Nesterov learning rate")

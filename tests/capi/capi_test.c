@@ -40,7 +40,8 @@ typedef struct aggregator {
 } aggregator;
 
 /* Starts shoal-aggregator on a free port: `model` on the blobs CSV, `rounds` rounds once
- * `min_clients` clients have joined. */
+ * `min_clients` clients have joined. The features stay as written (--standardize off): the
+ * applications' trainers read the CSV themselves and do not standardize. */
 static aggregator start_aggregator(const char* label, const char* model, int rounds, int min_clients,
                                    const char* round_timeout) {
   aggregator a;
@@ -54,7 +55,7 @@ static aggregator start_aggregator(const char* label, const char* model, int rou
   snprintf(min_s, sizeof min_s, "%d", min_clients);
   snprintf(log, sizeof log, "%s/%s.log", g_dir, label);
   char* argv[] = {(char*)g_aggregator, "--listen", a.endpoint, "--rounds", rounds_s, "--min-clients", min_s,
-                  "--model", (char*)model, "--dataset", dataset, "--seed", "3", "--lr", "0.5",
+                  "--model", (char*)model, "--dataset", dataset, "--standardize", "off", "--seed", "3", "--lr", "0.5",
                   "--metrics-out", a.metrics, "--round-timeout", (char*)round_timeout, "--heartbeat-interval", "0.2",
                   "--heartbeat-timeout", "3", "--log-level", "warn", NULL};
   posix_spawn_file_actions_t fa;

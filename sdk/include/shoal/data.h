@@ -59,6 +59,11 @@ struct Dataset {
   int32_t num_classes = 0;
   std::vector<float> x;    // n * dim
   std::vector<int32_t> y;  // n
+  // Names from a CSV header (else empty): of the dim features, in order; and of the classes,
+  // when the labels were names (class i is class_names[i]; names sorted, so every process
+  // that reads the file maps them alike).
+  std::vector<std::string> feature_names;
+  std::vector<std::string> class_names;
   // kTokens
   int32_t vocab_size = 0;           // 256 (kByteVocabSize); 0 for kFeatures
   std::vector<uint8_t> tokens;      // n
@@ -72,8 +77,14 @@ std::string DefaultDataDir();
 // Loads a dataset from a spec:
 //   "digits"               sklearn's 1797 8x8 digits, <data_dir>/digits.csv.gz (features / 16);
 //                          an empty data_dir means DefaultDataDir()
-//   "csv:PATH"             numeric CSV (plain or gzip), label in the last column, optional
-//                          header line (a first line with no numeric cell); features as written
+//   "csv:PATH[,label=COL][,header=auto|yes|no]"
+//                          CSV (plain or gzip) with numeric features as written and a label
+//                          column: COL is a header name or a 1-based column number (default:
+//                          the last column). header=auto (default) takes the first line as a
+//                          header when none of its cells is a number. Labels are non-negative
+//                          integers, or names (any non-numeric label): then the distinct names,
+//                          sorted, become classes 0, 1, ... (class_names). PATH must not hold
+//                          a comma.
 //   "idx:IMAGES,LABELS"    MNIST-format IDX files (ubyte images scaled to [0,1], ubyte labels),
 //                          gzip-compressed or not
 //   "kjv"                  tokens: the King James Bible, <data_dir>/kjv.txt as scripts/setup
@@ -93,6 +104,23 @@ std::string DefaultDataDir();
 //   IoError          the OS failed to read the file
 // Relative csv:/idx:/text: paths are resolved from the current directory.
 StatusOr<Dataset> LoadDataset(const std::string& spec, const std::string& data_dir);
+
+// A per-feature affine map fitted on a training split, x'[j] = (x[j] - mean[j]) * scale[j]:
+// the mean and 1 / standard deviation (population) of each feature, computed in double in row
+// order, so every process fitting the same rows gets the same floats; a constant feature keeps
+// scale 1. Empty = no standardization.
+struct Standardization {
+  std::vector<float> mean, scale;
+  bool empty() const { return mean.empty(); }
+};
+// Fits `train` (a feature dataset with at least one row).
+Standardization FitStandardization(const Dataset& train);
+// Applies `s` to every row of `d`; InvalidArgument when `d` holds tokens or its dim differs
+// from the map's.
+Status Standardize(const Standardization& s, Dataset* d);
+// The share of the most frequent label in `d` (features; 0 for an empty one): the accuracy of
+// always predicting it.
+double MajorityClassRate(const Dataset& d);
 
 // OK for a feature dataset; for a token dataset InvalidArgument naming the dataset and `who`
 // ("dataset 'kjv' holds tokens (byte-level text, vocabulary 256); the built-in trainer needs

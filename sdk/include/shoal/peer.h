@@ -91,6 +91,11 @@ struct PeerOptions {
   uint32_t eval_every = 10;               // held-out evaluation every this many steps (0 = never)
 
   BuiltinTrainerOptions data;             // dataset, partition, device, precision of this peer (built-in trainer)
+  // Founding peer, built-in trainer: feature standardization, "auto" (on for csv:), "on" or
+  // "off". When on, the founder's training split's per-feature mean and standard deviation go
+  // into the swarm's task, and every peer applies that one map (the built-in trainer; an
+  // application trainer must say it does, Trainer::standardizes).
+  std::string standardize = "auto";
   // The founding peer's starting model, in task.layout order. Default: empty, the registry
   // model's initialisation (built-in trainer) or zeros (an application's trainer).
   std::vector<float> initial_params;

@@ -56,6 +56,10 @@ struct TaskConfig {
   // encodes with codec_slow instead of codec ("" = one codec for everyone).
   std::string codec_slow;
   double slow_below_mbps = 0.0;
+  // Feature standardization (features only; empty = none): a trainer maps each input x[j] to
+  // (x[j] - feature_mean[j]) * feature_scale[j] before training and evaluating. Sent only to
+  // trainers that say they apply it (Trainer::standardizes).
+  std::vector<float> feature_mean, feature_scale;
   bool operator==(const TaskConfig&) const = default;
 };
 
@@ -97,6 +101,10 @@ class Trainer {
   virtual ~Trainer() = default;
   // A short name sent to the aggregator at Hello (informational).
   virtual std::string name() const { return "application"; }
+  // Whether Configure applies the task's feature standardization (TaskConfig::feature_mean,
+  // feature_scale) to its data. An aggregator that standardizes refuses trainers that do not,
+  // which would otherwise train on differently scaled inputs without a word.
+  virtual bool standardizes() const { return false; }
   // Called at Welcome with the aggregator's task. Return InvalidArgument if this trainer
   // cannot train it (for example, its model does not have task.layout).
   virtual Status Configure(const TaskConfig& task) = 0;

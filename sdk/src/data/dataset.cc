@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -55,9 +56,30 @@ StatusOr<Dataset> LoadDataset(const std::string& spec, const std::string& data_d
     return LoadDigits(JoinPath(data_dir.empty() ? DefaultDataDir() : data_dir, "digits.csv.gz"));
   }
   if (spec.starts_with("csv:")) {
-    const std::string path = spec.substr(4);
+    // csv:PATH[,label=COL][,header=auto|yes|no]
+    std::string rest = spec.substr(4);
+    const size_t comma = rest.find(',');
+    const std::string path = rest.substr(0, comma);
     if (path.empty()) return Status::InvalidArgument("dataset '" + spec + "': missing PATH in csv:PATH");
-    return LoadCsv(path);
+    CsvOptions options;
+    for (size_t at = comma; at != std::string::npos;) {
+      const size_t next = rest.find(',', at + 1);
+      const std::string option = rest.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
+      at = next;
+      const size_t eq = option.find('=');
+      const std::string key = option.substr(0, eq), value = eq == std::string::npos ? "" : option.substr(eq + 1);
+      if (key == "label" && !value.empty()) {
+        options.label = value;
+      } else if (key == "header" && (value == "auto" || value == "yes" || value == "no")) {
+        options.header = value == "yes" ? CsvOptions::Header::kYes
+                         : value == "no" ? CsvOptions::Header::kNo
+                                         : CsvOptions::Header::kAuto;
+      } else {
+        return Status::InvalidArgument("dataset '" + spec + "': unknown option '" + option +
+                                       "'; expected csv:PATH[,label=NAME_OR_COLUMN][,header=auto|yes|no]");
+      }
+    }
+    return LoadCsv(path, options);
   }
   if (spec.starts_with("idx:")) {
     const std::string rest = spec.substr(4);
@@ -78,6 +100,55 @@ StatusOr<Dataset> LoadDataset(const std::string& spec, const std::string& data_d
   return Status::InvalidArgument("unknown dataset '" + spec + "'; " + kValidForms);
 }
 
+Standardization FitStandardization(const Dataset& train) {
+  const size_t dim = static_cast<size_t>(train.dim);
+  std::vector<double> sum(dim, 0.0), sum_sq(dim, 0.0);
+  for (int64_t i = 0; i < train.n; ++i) {
+    const float* row = &train.x[static_cast<size_t>(i) * dim];
+    for (size_t j = 0; j < dim; ++j) sum[j] += row[j];
+  }
+  const double n = static_cast<double>(std::max<int64_t>(train.n, 1));
+  Standardization s;
+  s.mean.resize(dim);
+  s.scale.resize(dim);
+  for (size_t j = 0; j < dim; ++j) s.mean[j] = static_cast<float>(sum[j] / n);
+  // Two passes (deviations from the float mean): no cancellation for features far from 0.
+  for (int64_t i = 0; i < train.n; ++i) {
+    const float* row = &train.x[static_cast<size_t>(i) * dim];
+    for (size_t j = 0; j < dim; ++j) {
+      const double dev = static_cast<double>(row[j]) - s.mean[j];
+      sum_sq[j] += dev * dev;
+    }
+  }
+  for (size_t j = 0; j < dim; ++j) {
+    const double sd = std::sqrt(sum_sq[j] / n);
+    s.scale[j] = sd > 1e-12 && std::isfinite(1.0 / sd) ? static_cast<float>(1.0 / sd) : 1.0f;
+  }
+  return s;
+}
+
+Status Standardize(const Standardization& s, Dataset* d) {
+  if (d->kind != DatasetKind::kFeatures)
+    return Status::InvalidArgument("dataset '" + d->name + "' holds tokens: only features are standardized");
+  const size_t dim = static_cast<size_t>(d->dim);
+  if (s.mean.size() != dim || s.scale.size() != dim)
+    return Status::InvalidArgument("standardization of " + std::to_string(s.mean.size()) + " features for dataset '" +
+                                   d->name + "' of " + std::to_string(dim));
+  for (size_t i = 0; i < d->x.size(); ++i) {
+    const size_t j = i % dim;
+    d->x[i] = (d->x[i] - s.mean[j]) * s.scale[j];
+  }
+  return Status::Ok();
+}
+
+double MajorityClassRate(const Dataset& d) {
+  if (d.y.empty()) return 0.0;
+  std::vector<int64_t> count(static_cast<size_t>(std::max(d.num_classes, 1)), 0);
+  for (int32_t y : d.y)
+    if (y >= 0 && y < d.num_classes) ++count[static_cast<size_t>(y)];
+  return static_cast<double>(*std::max_element(count.begin(), count.end())) / static_cast<double>(d.y.size());
+}
+
 Status RequireFeatures(const Dataset& d, const std::string& who) {
   if (d.kind == DatasetKind::kFeatures) return Status::Ok();
   return Status::InvalidArgument("dataset '" + d.name + "' holds tokens (byte-level text, vocabulary " +
@@ -91,6 +162,8 @@ Dataset Subset(const Dataset& d, const std::vector<int64_t>& indices) {
   out.name = d.name;
   out.dim = d.dim;
   out.num_classes = d.num_classes;
+  out.feature_names = d.feature_names;
+  out.class_names = d.class_names;
   out.n = static_cast<int64_t>(indices.size());
   out.x.resize(indices.size() * static_cast<size_t>(d.dim));
   out.y.resize(indices.size());

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <string_view>
 #include <vector>
 
@@ -131,17 +132,54 @@ std::string Quote(std::string_view cell) {
 
 }  // namespace
 
-StatusOr<Dataset> LoadCsv(const std::string& path, const std::string& missing_hint) {
+StatusOr<Dataset> LoadCsv(const std::string& path, const CsvOptions& options, const std::string& missing_hint) {
   SHOAL_ASSIGN_OR_RETURN(GzHandle file, OpenForRead(path, missing_hint));
   LineReader reader(file.get(), path);
 
   Dataset d;
   d.name = "csv:" + path;
   std::vector<std::string_view> cells;
-  size_t columns = 0;      // set by the header or the first data row
+  std::vector<std::string> header;  // the header's names, when the file has one
+  size_t columns = 0;               // set by the header or the first data row
+  size_t label_col = 0;             // 0-based, once `columns` is known
   int64_t columns_line = 0;
   bool seen_first = false;  // the first non-blank line (the header candidate) was handled
-  int32_t max_label = -1;
+  std::vector<std::string> labels;  // as written; classes are assigned at the end
+  std::vector<int64_t> label_lines;  // the line of each
+
+  // The label column, once the first line gave the column count (and perhaps the names).
+  auto resolve_label = [&](const std::string& where) -> Status {
+    if (columns < 2)
+      return Status::InvalidArgument(where + ": need at least one feature and a label per row, found " +
+                                     std::to_string(columns) + " column");
+    if (options.label.empty()) {
+      label_col = columns - 1;
+      return Status::Ok();
+    }
+    const bool number = std::all_of(options.label.begin(), options.label.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (number) {
+      const unsigned long col = std::strtoul(options.label.c_str(), nullptr, 10);
+      if (col < 1 || col > columns)
+        return Status::InvalidArgument(path + ": label=" + options.label + " is not a column (1.." +
+                                       std::to_string(columns) + ")");
+      label_col = col - 1;
+      return Status::Ok();
+    }
+    if (header.empty())
+      return Status::InvalidArgument(path + ": label=" + options.label +
+                                     " names a column, but the file has no header row (give its number, or header=yes)");
+    auto it = std::find(header.begin(), header.end(), options.label);
+    if (it == header.end()) {
+      std::string names;
+      for (const std::string& h : header) names += (names.empty() ? "" : ", ") + h;
+      return Status::InvalidArgument(path + ": no column named '" + options.label + "' in the header (" + names + ")");
+    }
+    label_col = static_cast<size_t>(it - header.begin());
+    return Status::Ok();
+  };
+  auto column_name = [&](size_t c) {
+    return "column " + std::to_string(c + 1) + (header.empty() ? "" : " (" + header[c] + ")");
+  };
 
   std::string_view line;
   while (reader.Next(&line)) {
@@ -151,28 +189,24 @@ StatusOr<Dataset> LoadCsv(const std::string& path, const std::string& missing_hi
     auto where = [&] { return path + ":" + std::to_string(reader.line_no()); };
     SplitCells(line, &cells);
 
-    // The first non-blank line is a header when none of its cells is a number. A line with
-    // some numeric and some other cells is an error, not a header: guessing would silently
-    // drop a row.
+    // The first non-blank line is a header when asked, or (auto) when none of its cells is a
+    // number. A line with some numeric and some other cells is data: with a label of names,
+    // a row such as "5.1,3.5,setosa" is one.
     if (!seen_first) {
       seen_first = true;
       double ignored;
       const bool any_number =
           std::any_of(cells.begin(), cells.end(), [&](std::string_view c) { return ParseNumber(c, &ignored); });
-      if (!any_number) {
-        columns = cells.size();
-        columns_line = reader.line_no();
-        continue;
-      }
-    }
-
-    if (columns == 0) {
+      const bool is_header = options.header == CsvOptions::Header::kYes ||
+                             (options.header == CsvOptions::Header::kAuto && !any_number);
       columns = cells.size();
       columns_line = reader.line_no();
-    }
-    if (columns < 2) {
-      return Status::InvalidArgument(where() + ": need at least one feature and a label per row, found " +
-                                     std::to_string(columns) + " column");
+      if (is_header) {
+        for (std::string_view c : cells) header.emplace_back(c);
+        SHOAL_RETURN_IF_ERROR(resolve_label(where()));
+        continue;
+      }
+      SHOAL_RETURN_IF_ERROR(resolve_label(where()));
     }
     if (cells.size() != columns) {
       return Status::InvalidArgument(where() + ": row has " + std::to_string(cells.size()) + " cells, expected " +
@@ -182,38 +216,59 @@ StatusOr<Dataset> LoadCsv(const std::string& path, const std::string& missing_hi
       return Status::InvalidArgument(where() + ": file holds more than " + std::to_string(kMaxCsvCells) +
                                      " cells, the most a CSV dataset may have");
     }
-
-    // Features.
-    for (size_t c = 0; c + 1 < columns; ++c) {
+    for (size_t c = 0; c < columns; ++c) {
+      if (c == label_col) continue;
       double v;
       if (!ParseNumber(cells[c], &v)) {
-        return Status::InvalidArgument(where() + ": column " + std::to_string(c + 1) + ": " + Quote(cells[c]) +
-                                       " is not a number");
+        return Status::InvalidArgument(where() + ": " + column_name(c) + ": " + Quote(cells[c]) +
+                                       " is not a number (only the label column may hold names)");
       }
       if (!std::isfinite(v) || std::fabs(v) > 3.4e38) {
-        return Status::InvalidArgument(where() + ": column " + std::to_string(c + 1) + ": " + Quote(cells[c]) +
+        return Status::InvalidArgument(where() + ": " + column_name(c) + ": " + Quote(cells[c]) +
                                        " is not a finite float");
       }
       d.x.push_back(static_cast<float>(v));
     }
-
-    // Label: a non-negative integer, written as "3" or "3.0".
-    double label;
-    const std::string_view cell = cells[columns - 1];
-    if (!ParseNumber(cell, &label) || !(label >= 0) || label != std::floor(label)) {
-      return Status::InvalidArgument(where() + ": label (last column) " + Quote(cell) +
-                                     " is not a non-negative integer");
-    }
-    if (label > kMaxLabel) {
-      return Status::InvalidArgument(where() + ": label " + Quote(cell) + " exceeds the largest supported label " +
-                                     std::to_string(static_cast<int64_t>(kMaxLabel)));
-    }
-    const auto y = static_cast<int32_t>(label);
-    max_label = std::max(max_label, y);
-    d.y.push_back(y);
+    if (cells[label_col].empty())
+      return Status::InvalidArgument(where() + ": the label (" + column_name(label_col) + ") is empty");
+    labels.emplace_back(cells[label_col]);
+    label_lines.push_back(reader.line_no());
   }
   if (!reader.status().ok()) return reader.status();
-  if (d.y.empty()) return Status::InvalidArgument(path + ": no data rows");
+  if (labels.empty()) return Status::InvalidArgument(path + ": no data rows");
+
+  // Labels: all numbers, or names. Numbers must be non-negative integers ("3" or "3.0").
+  double ignored;
+  const bool numeric =
+      std::all_of(labels.begin(), labels.end(), [&](const std::string& l) { return ParseNumber(l, &ignored); });
+  int32_t max_label = -1;
+  if (numeric) {
+    for (size_t i = 0; i < labels.size(); ++i) {
+      double label;
+      ParseNumber(labels[i], &label);
+      if (!(label >= 0) || label != std::floor(label))
+        return Status::InvalidArgument(path + ":" + std::to_string(label_lines[i]) + ": label " + Quote(labels[i]) +
+                                       " is not a non-negative integer (numeric labels are class numbers)");
+      if (label > kMaxLabel)
+        return Status::InvalidArgument(path + ":" + std::to_string(label_lines[i]) + ": label " + Quote(labels[i]) +
+                                       " exceeds the largest supported label " +
+                                       std::to_string(static_cast<int64_t>(kMaxLabel)));
+      d.y.push_back(static_cast<int32_t>(label));
+      max_label = std::max(max_label, d.y.back());
+    }
+  } else {
+    std::vector<std::string> names = labels;
+    std::sort(names.begin(), names.end());
+    names.erase(std::unique(names.begin(), names.end()), names.end());
+    if (names.size() > static_cast<size_t>(kMaxLabel))
+      return Status::InvalidArgument(path + ": " + std::to_string(names.size()) + " distinct labels, more classes than supported");
+    for (const std::string& l : labels)
+      d.y.push_back(static_cast<int32_t>(std::lower_bound(names.begin(), names.end(), l) - names.begin()));
+    max_label = static_cast<int32_t>(names.size()) - 1;
+    d.class_names = std::move(names);
+  }
+  for (size_t c = 0; c < header.size(); ++c)
+    if (c != label_col) d.feature_names.push_back(header[c]);
 
   d.n = static_cast<int64_t>(d.y.size());
   d.dim = static_cast<int64_t>(columns - 1);
@@ -346,7 +401,7 @@ StatusOr<Dataset> LoadDigits(const std::string& path) {
   constexpr int32_t kNumClasses = 10;
   const std::string refetch = "run scripts/setup to fetch it, or set SHOAL_DATA_DIR to a directory that holds it";
 
-  SHOAL_ASSIGN_OR_RETURN(Dataset d, LoadCsv(path, refetch));
+  SHOAL_ASSIGN_OR_RETURN(Dataset d, LoadCsv(path, {}, refetch));
   if (d.dim != kDim || d.num_classes > kNumClasses) {
     return Status::Corruption(path + ": not sklearn's digits (" + std::to_string(d.dim) + " features, " +
                               std::to_string(d.num_classes) + " classes; expected 64 and 10); " + refetch);

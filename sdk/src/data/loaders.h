@@ -17,14 +17,23 @@ namespace shoal::data {
 // Default for user-supplied files; the digits loader passes its own ("run scripts/setup").
 inline constexpr const char* kUserFileHint = "check the path (a relative path is resolved from the current directory)";
 
-// A numeric CSV file, plain or gzip-compressed: one example per line, features first and the
-// label in the last column. The first line is a header, and skipped, when none of its cells is
-// a number. Blank lines are ignored. Features are kept as written (no scaling).
+// How a CSV file is read (the csv: spec's options, data.h).
+struct CsvOptions {
+  std::string label;  // the label column: a header name or a 1-based number; empty = the last
+  enum class Header { kAuto, kYes, kNo } header = Header::kAuto;  // kAuto: a first line with no number
+};
+
+// A CSV file, plain or gzip-compressed: one example per line, numeric features and one label
+// column. The first line is a header (its names go to feature_names) per options.header. Blank
+// lines are ignored. Features are kept as written (no scaling: see Standardize). Labels that
+// are all non-negative integers are classes as written (num_classes = largest + 1); any other
+// label makes every label a name, and the sorted distinct names classes 0, 1, ... (class_names).
 // Errors: NotFound (missing file, message ends with `missing_hint`); InvalidArgument naming
-// PATH:LINE for a ragged row, a non-numeric or non-finite cell, or a label that is not a
-// non-negative integer; IoError / Corruption when the file cannot be read or decompressed.
-// num_classes = largest label + 1.
-StatusOr<Dataset> LoadCsv(const std::string& path, const std::string& missing_hint = kUserFileHint);
+// PATH:LINE for a ragged row, a non-numeric or non-finite feature (by its header name, if
+// any), numeric labels that are not non-negative integers, an unknown label column;
+// IoError / Corruption when the file cannot be read or decompressed.
+StatusOr<Dataset> LoadCsv(const std::string& path, const CsvOptions& options = {},
+                          const std::string& missing_hint = kUserFileHint);
 
 // A pair of MNIST-format IDX files, plain or gzip-compressed: `images` has magic 0x00000803
 // (unsigned bytes, dims N x ROWS x COLS), `labels` has magic 0x00000801 (N unsigned bytes).

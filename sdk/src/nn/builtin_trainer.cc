@@ -50,6 +50,7 @@ class BuiltinTrainer final : public Trainer {
         precision_(precision), scaler_(ScalerOptions(options_)) {}
 
   std::string name() const override { return "builtin"; }
+  bool standardizes() const override { return dataset_.kind == data::DatasetKind::kFeatures; }
   Status Configure(const TaskConfig& task) override;
   uint64_t num_examples() const override;
   Status Train(std::span<const float> global, const RoundConfig& round, const TrainContext& ctx,
@@ -103,6 +104,9 @@ Status BuiltinTrainer::Configure(const TaskConfig& task) {
                                                      {options_.partition_index, options_.partition_count},
                                                      options_.partition_scheme));
   }
+  if (!task.feature_mean.empty())
+    SHOAL_RETURN_IF_ERROR(data::Standardize({task.feature_mean, task.feature_scale}, &local)
+                              .WithContext("the task's feature standardization"));
 
   // 3. The model must be exactly the one the aggregator holds.
   SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> model,

@@ -192,10 +192,12 @@ StatusOr<std::vector<float>> DecodeDenseF32(std::span<const uint8_t> bytes, size
 }
 
 Frame EncodeHello(const Header& h, const std::string& client_name, uint64_t num_examples, const std::string& trainer,
-                  const std::vector<std::string>& codecs) {
+                  const std::vector<std::string>& codecs, const std::vector<std::string>& features) {
   FlatBufferBuilder fbb(256);
   auto names = fbb.CreateVectorOfStrings(codecs);
-  auto msg = wire::CreateHello(fbb, fbb.CreateString(client_name), num_examples, fbb.CreateString(trainer), names);
+  auto extra = features.empty() ? 0 : fbb.CreateVectorOfStrings(features);
+  auto msg =
+      wire::CreateHello(fbb, fbb.CreateString(client_name), num_examples, fbb.CreateString(trainer), names, extra);
   return Finish(fbb, h, wire::Message::Hello, msg.Union());
 }
 
@@ -209,7 +211,9 @@ flatbuffers::Offset<wire::TaskConfig> BuildTask(FlatBufferBuilder& fbb, const Ta
   return wire::CreateTaskConfigDirect(fbb, t.model.c_str(), &layout, t.dataset.c_str(), opt, t.local_epochs,
                                       t.local_steps, t.batch_size, t.prox_mu, t.seed, t.test_fraction,
                                       t.codec.c_str(), t.codec_down.c_str(),
-                                      t.codec_slow.empty() ? nullptr : t.codec_slow.c_str(), t.slow_below_mbps);
+                                      t.codec_slow.empty() ? nullptr : t.codec_slow.c_str(), t.slow_below_mbps,
+                                      t.feature_mean.empty() ? nullptr : &t.feature_mean,
+                                      t.feature_scale.empty() ? nullptr : &t.feature_scale);
 }
 
 Frame EncodeWelcome(const Header& h, const WelcomeInfo& w) {
@@ -368,6 +372,18 @@ StatusOr<TaskConfig> DecodeTask(const wire::TaskConfig* t) {
   out.seed = t->seed();
   out.test_fraction = t->test_fraction();
   if (out.test_fraction < 0.0 || out.test_fraction >= 1.0) return Status::Protocol("task test_fraction not in [0, 1)");
+  const auto* mean = t->feature_mean();
+  const auto* scale = t->feature_scale();
+  if ((mean ? mean->size() : 0) != (scale ? scale->size() : 0))
+    return Status::Protocol("task feature_mean and feature_scale differ in length");
+  if (mean && mean->size() > kMaxFeatures) return Status::Protocol("task standardizes more features than the limit");
+  for (size_t j = 0; mean && j < mean->size(); ++j) {
+    if (!Finite(mean->Get(j)) || !Finite(scale->Get(j)) || !(scale->Get(j) > 0))
+      return Status::Protocol("task standardization of feature " + std::to_string(j) +
+                              " is not finite, or its scale is not > 0");
+    out.feature_mean.push_back(mean->Get(j));
+    out.feature_scale.push_back(scale->Get(j));
+  }
   return out;
 }
 

@@ -121,8 +121,9 @@ struct WelcomeInfo {
   PrivacyConfig privacy;
 };
 
+// `features`: the Hello's capabilities beyond codecs (schemas/shoal.fbs), e.g. "standardize".
 Frame EncodeHello(const Header& h, const std::string& client_name, uint64_t num_examples, const std::string& trainer,
-                  const std::vector<std::string>& codecs);
+                  const std::vector<std::string>& codecs, const std::vector<std::string>& features = {});
 Frame EncodeWelcome(const Header& h, const WelcomeInfo& w);
 // encoding DenseF32: the full model; Codec: the delta of `delta_round` that turns the model
 // with `base_hash` into the one with `model_hash`; Unchanged: no payload.

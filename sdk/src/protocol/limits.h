@@ -28,6 +28,8 @@ inline constexpr uint32_t kMaxTables = 1u << 16;
 // Task description.
 inline constexpr size_t kMaxLayoutTensors = 4096;
 inline constexpr size_t kMaxTensorRank = 8;
+// Features a task may standardize (TaskConfig.feature_mean / feature_scale).
+inline constexpr size_t kMaxFeatures = size_t{1} << 20;
 // Free-form fields.
 inline constexpr size_t kMaxMetrics = 64;
 inline constexpr size_t kMaxMetricName = 64;  // also a swarm parameter's name

@@ -16,10 +16,13 @@ StatusOr<Body> DecodeBody(const wire::Envelope* env) {
       const wire::Hello* h = env->message_as_Hello();
       SHOAL_RETURN_IF_ERROR(CheckString(h->client_name(), "client_name", false));
       SHOAL_RETURN_IF_ERROR(CheckString(h->trainer(), "trainer", false));
-      Hello out{StringOrEmpty(h->client_name()), h->num_examples(), StringOrEmpty(h->trainer()), {}};
+      Hello out{StringOrEmpty(h->client_name()), h->num_examples(), StringOrEmpty(h->trainer()), {}, {}};
       if (h->codecs())
         for (const auto* s : *h->codecs())
           if (s && s->size() <= 64) out.codecs.push_back(s->str());
+      if (h->features())
+        for (const auto* s : *h->features())
+          if (s && s->size() <= 64 && out.features.size() < 64) out.features.push_back(s->str());
       return Body(std::move(out));
     }
     case MessageKind::Welcome: {

@@ -29,6 +29,7 @@ struct Hello {
   uint64_t num_examples = 0;
   std::string trainer;
   std::vector<std::string> codecs;  // stage names; names over 64 bytes are dropped
+  std::vector<std::string> features;  // capabilities ("standardize"); names over 64 bytes are dropped
 };
 struct RoundTask {
   std::optional<RoundConfig> config;  // nullopt when the frame's config is out of range (the round is skipped)

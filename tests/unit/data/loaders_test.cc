@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -231,8 +232,90 @@ TEST(CsvTest, NonNumericCellNamesFileAndLine) {
 TEST(CsvTest, LabelsMustBeNonNegativeIntegers) {
   ExpectCsvError("1,2,0\n3,4,-1\n", ":2", "non-negative integer");
   ExpectCsvError("1,2,0\n3,4,1.5\n", ":2", "non-negative integer");
-  ExpectCsvError("1,2,0\n3,4,cat\n", ":2", "non-negative integer");
   ExpectCsvError("1,2,0\n3,4,1e12\n", ":2", "exceeds");
+}
+
+// A header, a label column chosen by name and holding names (classes in sorted order), the
+// features in natural units as written.
+TEST(CsvTest, LabelByNameWithNamedClasses) {
+  TempDir dir;
+  const std::string path = dir.File("wine.csv");
+  WritePlain(path, "cultivar,alcohol,proline\nclass_b,14.2,1065\nclass_a,13.2,1050\nclass_c,12.4,480\nclass_a,13.0,735\n");
+  auto d = LoadDataset("csv:" + path + ",label=cultivar", "");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->dim, 2);
+  EXPECT_EQ(d->num_classes, 3);
+  EXPECT_EQ(d->class_names, (std::vector<std::string>{"class_a", "class_b", "class_c"}));
+  EXPECT_EQ(d->feature_names, (std::vector<std::string>{"alcohol", "proline"}));
+  EXPECT_EQ(d->y, (std::vector<int32_t>{1, 0, 2, 0}));
+  EXPECT_EQ(d->x, (std::vector<float>{14.2f, 1065, 13.2f, 1050, 12.4f, 480, 13.0f, 735}));
+  // By number (1-based), the same; a mixed label column is names throughout ("0" sorts first).
+  auto by_number = LoadDataset("csv:" + path + ",label=1", "");
+  ASSERT_TRUE(by_number.ok()) << by_number.status().ToString();
+  EXPECT_EQ(by_number->y, d->y);
+  const std::string mixed = dir.File("mixed.csv");
+  WritePlain(mixed, "1,2,0\n3,4,cat\n");
+  auto m = LoadDataset("csv:" + mixed, "");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->class_names, (std::vector<std::string>{"0", "cat"}));
+  // header=yes reads a first line of numbers as names; header=no reads a line of words as data
+  // (and then finds its first cell is not a number).
+  const std::string numeric_header = dir.File("h.csv");
+  WritePlain(numeric_header, "1,2,3\n4,5,0\n");
+  auto h = LoadDataset("csv:" + numeric_header + ",header=yes", "");
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  EXPECT_EQ(h->n, 1);
+  EXPECT_EQ(h->feature_names, (std::vector<std::string>{"1", "2"}));
+  auto no = LoadDataset("csv:" + path + ",header=no", "");
+  EXPECT_EQ(no.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Contains(no.status().message(), ":1: column 1: 'cultivar' is not a number")) << no.status().ToString();
+}
+
+TEST(CsvTest, BadLabelColumnsAndOptionsAreNamed) {
+  TempDir dir;
+  const std::string path = dir.File("d.csv");
+  WritePlain(path, "a,b,label\n1,2,0\n");
+  auto missing = LoadDataset("csv:" + path + ",label=species", "");
+  EXPECT_TRUE(Contains(missing.status().message(), "no column named 'species' in the header (a, b, label)"))
+      << missing.status().ToString();
+  EXPECT_TRUE(Contains(LoadDataset("csv:" + path + ",label=4", "").status().message(), "label=4 is not a column (1..3)"));
+  EXPECT_TRUE(Contains(LoadDataset("csv:" + path + ",colour=red", "").status().message(), "unknown option 'colour=red'"));
+  const std::string bare = dir.File("bare.csv");
+  WritePlain(bare, "1,2,0\n");
+  EXPECT_TRUE(Contains(LoadDataset("csv:" + bare + ",label=label", "").status().message(), "has no header row"));
+  // Names in a feature column are named by the header.
+  ExpectCsvError("a,b,label\n1,x,0\n", ":2", "column 2 (b): 'x' is not a number");
+}
+
+// Standardization against a naive reference: mean 0 and standard deviation 1 per feature on
+// the fitted rows, the same map on other rows, constant features left at scale 1.
+TEST(StandardizeTest, MatchesANaiveReference) {
+  Dataset d;
+  d.dim = 3;
+  d.n = 4;
+  d.num_classes = 2;
+  d.x = {1, 1000, 5, 2, 3000, 5, 3, 2000, 5, 4, 4000, 5};
+  d.y = {0, 1, 1, 1};
+  const Standardization s = FitStandardization(d);
+  EXPECT_FLOAT_EQ(s.mean[0], 2.5f);
+  EXPECT_FLOAT_EQ(s.mean[1], 2500.0f);
+  EXPECT_FLOAT_EQ(s.scale[0], static_cast<float>(1 / std::sqrt(1.25)));
+  EXPECT_FLOAT_EQ(s.scale[1], static_cast<float>(1 / std::sqrt(1.25e6)));
+  EXPECT_EQ(s.scale[2], 1.0f);  // constant
+  Dataset t = d;
+  ASSERT_TRUE(Standardize(s, &t).ok());
+  for (int j = 0; j < 2; ++j) {
+    double sum = 0, sq = 0;
+    for (int i = 0; i < 4; ++i) sum += t.x[i * 3 + j];
+    for (int i = 0; i < 4; ++i) sq += t.x[i * 3 + j] * t.x[i * 3 + j];
+    EXPECT_NEAR(sum / 4, 0.0, 1e-6);
+    EXPECT_NEAR(sq / 4, 1.0, 1e-5);
+  }
+  EXPECT_EQ(t.x[2], 0.0f);  // 5 - 5
+  EXPECT_DOUBLE_EQ(MajorityClassRate(d), 0.75);
+  Dataset wrong;
+  wrong.dim = 2;
+  EXPECT_EQ(Standardize(s, &wrong).code(), StatusCode::kInvalidArgument);
 }
 
 TEST(CsvTest, DegenerateFiles) {

@@ -124,6 +124,9 @@ class Federation {
   size_t size() const { return members_.size(); }
   Member& member(size_t i) { return *members_[i]; }
 
+  // Wraps each built-in trainer AddClients makes (e.g. to change what it says it can do).
+  std::function<std::unique_ptr<Trainer>(std::unique_ptr<Trainer>)> wrap_trainer;
+
   // Adds `n` clients named client-I, client I training on partition I of n and connected with
   // links(I) (default: perfect links). With `train_inline` they train inside Poll (for
   // PollClients).
@@ -160,7 +163,9 @@ class Federation {
       hooks.channel = net_->Connect(kAggregatorName, l.up, l.down);
       if (l.wrap) hooks.channel = l.wrap(std::move(hooks.channel));
       hooks.train_inline = train_inline;
-      m->client = ClientFactory::Make(std::move(co), std::move(*trainer), std::move(hooks));
+      std::unique_ptr<Trainer> t = std::move(*trainer);
+      if (wrap_trainer) t = wrap_trainer(std::move(t));
+      m->client = ClientFactory::Make(std::move(co), std::move(t), std::move(hooks));
       members_.push_back(std::move(m));
     }
   }

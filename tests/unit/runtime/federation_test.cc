@@ -48,6 +48,57 @@ TEST_P(RegistrationTest, EveryClientRegistersReportsEachRoundAndGetsBye) {
 INSTANTIATE_TEST_SUITE_P(Clients, RegistrationTest, ::testing::Values(1u, 3u, 8u),
                          [](const ::testing::TestParamInfo<uint32_t>& p) { return std::to_string(p.param); });
 
+// A trainer that does everything the built-in one does but does not say it standardizes: an
+// application's trainer, or an older client's.
+class NotStandardizing : public Trainer {
+ public:
+  explicit NotStandardizing(std::unique_ptr<Trainer> inner) : inner_(std::move(inner)) {}
+  std::string name() const override { return "app"; }
+  Status Configure(const TaskConfig& task) override { return inner_->Configure(task); }
+  uint64_t num_examples() const override { return inner_->num_examples(); }
+  Status Train(std::span<const float> global, const RoundConfig& round, const TrainContext& ctx,
+               TrainResult* out) override {
+    return inner_->Train(global, round, ctx, out);
+  }
+
+ private:
+  std::unique_ptr<Trainer> inner_;
+};
+
+// CSV features are standardized by default: the task carries the training split's mean and
+// scale, the built-in trainer applies them (the federation learns), and a trainer that does
+// not say it applies them is refused at Hello with the flag that turns it off.
+TEST_F(RuntimeTest, AStandardizingTaskAdmitsOnlyTrainersThatStandardize) {
+  Federation fed(Options(2, 3), 1);
+  ASSERT_TRUE(fed.ok());
+  fed.AddClients(2);
+  const auto lines = fed.Run(kRunLimit);
+  ASSERT_NO_FATAL_FAILURE(ExpectRounds(lines, 3));
+  EXPECT_GT(lines.back()["test_accuracy"].get<double>(), lines.front()["test_accuracy"].get<double>());
+
+  Federation refused(Options(1, 1), 2);
+  ASSERT_TRUE(refused.ok());
+  refused.wrap_trainer = [](std::unique_ptr<Trainer> t) { return std::make_unique<NotStandardizing>(std::move(t)); };
+  refused.AddClients(1);
+  refused.StartService();
+  refused.StartClients();
+  ASSERT_TRUE(WaitUntil([&] { return refused.member(0).finished.load(); }, kRunLimit));
+  const Status& st = refused.member(0).result;
+  EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.ToString();
+  EXPECT_NE(st.message().find("does not apply the task's feature standardization; start the aggregator with "
+                              "--standardize off"),
+            std::string::npos)
+      << st.ToString();
+
+  AggregatorOptions off = Options(1, 1);
+  off.standardize = "off";
+  Federation plain(off, 3);
+  ASSERT_TRUE(plain.ok());
+  plain.wrap_trainer = refused.wrap_trainer;
+  plain.AddClients(1);
+  ASSERT_NO_FATAL_FAILURE(ExpectRounds(plain.Run(kRunLimit), 1));
+}
+
 // The same federation twice, with per-client latencies reversed between the runs (so the
 // updates of each round arrive in opposite orders) and driven differently (threads running
 // Client::Run, then one thread polling every client, which trains inline): the same model,

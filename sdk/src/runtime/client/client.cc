@@ -105,7 +105,9 @@ std::optional<Status> Client::Impl::Iterate(milliseconds max_wait) {
       session_ = 0;
       client_id_ = 0;
       Status st = channel_->Send(protocol::EncodeHello({0, 0, 0, ++sequence_}, o_.name, num_examples_,
-                                                       trainer_->name(), codec::SupportedStages()),
+                                                       trainer_->name(), codec::SupportedStages(),
+                                                       trainer_->standardizes() ? std::vector<std::string>{"standardize"}
+                                                                                : std::vector<std::string>{}),
                                  milliseconds(100));
       if (!st.ok()) spdlog::debug("hello not sent yet: {}", st.message());
       next_hello_ = now + hello_backoff_;

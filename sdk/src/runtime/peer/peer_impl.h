@@ -143,6 +143,7 @@ class Peer {
   // Membership (membership.cc).
   Status Join(const std::atomic<bool>& stop, std::vector<transport::Listener::Inbound>* early);
   Status Found();  // this peer founds the swarm
+  bool founding_ = false;  // set by Found: this peer's settings become the swarm's
   // A peer listed in its own --peers founds the swarm when no other listed peer answers within
   // (its place + 1) times this (Join).
   static constexpr std::chrono::milliseconds kFounderWait{2000};

@@ -40,6 +40,9 @@ Status Peer::InitTask() {
   if (exchange_->finish() == Exchange::Finish::kRing) {
     SHOAL_ASSIGN_OR_RETURN(ring_codec_, SegmentCodec::Create(task.codec));
   }
+  if (!task.feature_mean.empty() && !trainer_->standardizes())
+    return Status::InvalidArgument("the swarm's task standardizes its features (the founder's --standardize); this "
+                                   "peer's trainer does not apply it");
   SHOAL_RETURN_IF_ERROR(trainer_->Configure(exchange_->TrainerTask(task)).WithContext("the trainer refused the task"));
   spdlog::info("peer {}: {} mode, model {} ({} parameters), trainer {}, codec {}", self_.name, swarm_info_.mode,
                task.model, n_, trainer_->name(), codec_->spec());
@@ -67,6 +70,14 @@ Status Peer::InitTrainer(std::vector<float>* init) {
                                             o_.data.partition_scheme));
   auto local = std::make_shared<const data::Dataset>(std::move(part));
   test_ = std::move(split.test);  // the held-out split, for evaluation
+  if (founding_ && (o_.standardize == "on" || (o_.standardize == "auto" && o_.data.dataset.starts_with("csv:")))) {
+    SHOAL_RETURN_IF_ERROR(data::RequireFeatures(full, "--standardize on"));
+    const data::Standardization s = data::FitStandardization(split.train);
+    task.feature_mean = s.mean;
+    task.feature_scale = s.scale;
+  }
+  // The trainer standardizes its own part at Configure; the held-out split is ours.
+  if (!task.feature_mean.empty()) SHOAL_RETURN_IF_ERROR(data::Standardize({task.feature_mean, task.feature_scale}, &test_));
   if (local->n == 0) return Status::InvalidArgument("this peer's partition holds no examples");
 
   SHOAL_ASSIGN_OR_RETURN(eval_model_, nn::MakeModel(task.model, nn::InputsOf(full), eval_backend_.get()));

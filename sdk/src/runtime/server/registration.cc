@@ -63,6 +63,14 @@ void Service::Impl::HandleHello(const transport::Listener::Inbound& in, const pr
                         (task_.codec_slow.empty() ? "" : ", codec-slow '" + task_.codec_slow + "'") +
                         "); upgrade the client or choose another codec");
 
+  // A task that standardizes its features needs a trainer that applies the map.
+  if (!task_.feature_mean.empty() &&
+      std::find(hello.features.begin(), hello.features.end(), "standardize") == hello.features.end())
+    return Reject(peer, ErrorCode::Refused,
+                  "client '" + name + "' (trainer " + (hello.trainer.empty() ? "?" : hello.trainer) +
+                      ") does not apply the task's feature standardization; start the aggregator with "
+                      "--standardize off, or use a trainer that standardizes");
+
   ClientState c;
   c.id = next_client_id_++;
   c.peer = peer;

@@ -260,6 +260,17 @@ Status Service::Impl::CloseRound() {
   if (slow_codec_) line["updates_slow_codec"] = round_.slow_codec_updates;
   for (const auto& [key, value] : secagg_line.items()) line[key] = value;
   if (model_->batch_kind() == nn::BatchKind::kTokens) line["test_bits_per_byte"] = nn::BitsPerByte(r.test_loss);
+  // A model that predicts one class scores the majority class's share: say so, once, with
+  // the usual causes (from round 5: the first rounds may sit there briefly).
+  if (majority_class_rate_ > 0) {
+    line["majority_class_rate"] = majority_class_rate_;
+    if (!majority_warned_ && r.round >= 5 && r.test_accuracy <= majority_class_rate_ + 0.005) {
+      majority_warned_ = true;
+      spdlog::warn("round {}: held-out accuracy {:.4f} is no better than always predicting the majority class ({:.4f}). "
+                   "Check the features' scale (--standardize on), the learning rate (--lr) and the label column "
+                   "(csv:PATH,label=NAME)", r.round, r.test_accuracy, majority_class_rate_);
+    }
+  }
   if (eval_weight > 0) {  // of the model the clients received this round (before the update)
     line["client_eval_loss"] = eval_loss / eval_weight;
     line["client_eval_accuracy"] = eval_accuracy / eval_weight;

@@ -58,6 +58,8 @@ Status Service::Impl::Init(std::unique_ptr<transport::Listener> listener) {
     return Status::InvalidArgument("the --dp-* options need --dp-clip (the L2 bound of each client's update)");
   }
   // Everything the flags alone decide is checked before the device is probed or data loaded.
+  if (o_.standardize != "auto" && o_.standardize != "on" && o_.standardize != "off")
+    return Status::InvalidArgument("--standardize must be auto, on or off (got '" + o_.standardize + "')");
   OptimizerConfig optimizer = o_.optimizer;
   optimizer.learning_rate = o_.strategy.learning_rate;
   SHOAL_RETURN_IF_ERROR(nn::ValidateOptimizerConfig(optimizer));
@@ -85,6 +87,22 @@ Status Service::Impl::Init(std::unique_ptr<transport::Listener> listener) {
   SHOAL_ASSIGN_OR_RETURN(data::Dataset full, data::LoadDataset(o_.dataset, data_dir));
   SHOAL_ASSIGN_OR_RETURN(data::Split split, data::TrainTestSplit(full, o_.test_fraction, o_.seed));
   test_ = std::move(split.test);
+  if (o_.standardize == "on" || (o_.standardize == "auto" && o_.dataset.starts_with("csv:"))) {
+    SHOAL_RETURN_IF_ERROR(data::RequireFeatures(full, "--standardize on"));
+    const data::Standardization s = data::FitStandardization(split.train);
+    SHOAL_RETURN_IF_ERROR(data::Standardize(s, &test_));
+    task_.feature_mean = s.mean;
+    task_.feature_scale = s.scale;
+    spdlog::info("standardizing {} features by the training split's mean and standard deviation (sent to clients; "
+                 "--standardize off keeps them as written)", full.dim);
+  }
+  if (!full.class_names.empty()) {
+    std::string mapping;
+    for (size_t c = 0; c < full.class_names.size(); ++c)
+      mapping += (c ? ", " : "") + std::to_string(c) + " = " + full.class_names[c];
+    spdlog::info("dataset {}: labels are names, mapped to classes {}", o_.dataset, mapping);
+  }
+  majority_class_rate_ = data::MajorityClassRate(test_);
 
   // Model and task.
   SHOAL_ASSIGN_OR_RETURN(model_, nn::MakeModel(o_.model, nn::InputsOf(full), backend_.get()));

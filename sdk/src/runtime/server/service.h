@@ -70,6 +70,11 @@ struct AggregatorOptions {
   std::string data_dir;                    // Default: $SHOAL_DATA_DIR or ~/.cache/shoal
   uint64_t seed = 0;                       // model init, data split, client sampling
   double test_fraction = 0.2;              // held-out share of the dataset
+  // Feature standardization: "auto" (on for csv: datasets), "on" or "off". When on, the
+  // training split's per-feature mean and standard deviation (of this aggregator's copy of the
+  // dataset, which it loads to hold out the test split anyway) go to clients in the task; every
+  // client and the held-out split apply that one map. No client data moves.
+  std::string standardize = "auto";
   // The client optimizer defaults to the demo's tuned settings (scripts/demo): SGD, learning
   // rate 0.1, momentum 0.9, so a run started by hand trains as fast as the demo does.
   StrategyOptions strategy = {.learning_rate = 0.1f};  // strategy name, client lr, local epochs/steps, prox mu

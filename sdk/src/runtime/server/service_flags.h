@@ -64,6 +64,8 @@ inline boost::program_options::options_description TaskOptions(AggregatorOptions
       ("data-dir", po::value(&o.data_dir), "dataset cache (default $SHOAL_DATA_DIR or ~/.cache/shoal)")
       ("seed", po::value(&o.seed)->default_value(o.seed), "seed for model init, data split and client sampling")
       ("test-fraction", po::value(&o.test_fraction)->default_value(o.test_fraction), "held-out share of the dataset")
+      ("standardize", po::value(&o.standardize)->default_value(o.standardize),
+       "scale each feature by the training split's mean and standard deviation, sent to clients in the task: auto (on for csv:), on, off")
       ("strategy", po::value(&o.strategy.name)->default_value(o.strategy.name),
        "fedavg, fedprox, demo (sign of the mean, for --client-optimizer demo); server optimizers fedavgm, fedadam, "
        "fedyogi, fedadagrad; robust rules median, trimmed_mean, krum, multi_krum, centered_clip; asynchronous fedbuff")

@@ -296,6 +296,8 @@ class Service::Impl {
   AdaptiveDeadline deadline_{o_.deadline};
   std::map<std::string, uint64_t> rejected_by_code_;
   uint64_t resyncs_ = 0;  // this round
+  double majority_class_rate_ = 0;  // of the held-out split: the accuracy of predicting one class
+  bool majority_warned_ = false;
 };
 
 }  // namespace shoal::aggregator
