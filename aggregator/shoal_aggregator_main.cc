@@ -6,7 +6,7 @@
 #include "core/cli_options.h"
 #include "runtime/server/service.h"
 #include "runtime/server/service_flags.h"
-#include "aggregator_metrics.h"
+#include "aggregator_endpoints.h"
 
 namespace po = boost::program_options;
 using shoal::aggregator::AggregatorOptions;
@@ -20,7 +20,7 @@ constexpr const char* kProgram = "shoal-aggregator";
 int main(int argc, char** argv) {
   AggregatorOptions o;
   shoal::aggregator::ServiceFlags flags;
-  std::string config_file, log_level, metrics_listen;
+  std::string config_file, log_level, metrics_listen, status_listen;
 
   po::options_description general("General");
   general.add_options()
@@ -29,7 +29,9 @@ int main(int argc, char** argv) {
       ("config", po::value(&config_file), "read options from FILE (key = value lines, same names as the flags)")
       ("log-level", po::value(&log_level)->default_value("info"), "trace, debug, info, warn, error or off")
       ("metrics-listen", po::value(&metrics_listen),
-       "serve Prometheus metrics at http://HOST:PORT/metrics (HOST:PORT, or PORT alone for 127.0.0.1)");
+       "serve Prometheus metrics at http://HOST:PORT/metrics (HOST:PORT, or PORT alone for 127.0.0.1)")
+      ("status-listen", po::value(&status_listen),
+       "serve a live status page at http://HOST:PORT/ (HOST:PORT, or PORT alone for 127.0.0.1)");
 
   po::options_description transport("Transport");
   transport.add_options()
@@ -55,25 +57,15 @@ int main(int argc, char** argv) {
 
   const auto& stop = shoal::cli::InstallStopSignals();
   auto& reload = shoal::cli::InstallReloadSignal();
-  auto metrics = std::make_shared<shoal::telemetry::AggregatorMetrics>();
-  if (!metrics_listen.empty()) {
-    o.on_round = [metrics](const shoal::aggregator::RoundReport& r) { metrics->OnRound(r); };
-    o.on_status = [metrics](const shoal::aggregator::LiveStatus& s) { metrics->OnStatus(s); };
-  }
+  shoal::telemetry::AggregatorEndpoints endpoints;
+  endpoints.Observe(o);
   auto service = shoal::aggregator::Service::Create(o);
   if (!service.ok()) {
     const bool usage = service.status().code() == shoal::StatusCode::kInvalidArgument;
     return shoal::cli::Fail(kProgram, service.status().message(), usage ? 2 : 1);
   }
-  std::unique_ptr<shoal::telemetry::MetricsEndpoint> endpoint;
-  if (!metrics_listen.empty()) {
-    auto started = shoal::telemetry::MetricsEndpoint::Start(metrics_listen, kProgram, metrics);
-    if (!started.ok())
-      return shoal::cli::Fail(kProgram, started.status().message(),
-                              started.status().code() == shoal::StatusCode::kInvalidArgument ? 2 : 1);
-    endpoint = std::move(*started);
-    spdlog::info("Prometheus metrics at http://{}/metrics", endpoint->address());
-  }
+  if (auto st = endpoints.Start(metrics_listen, status_listen, kProgram); !st.ok())
+    return shoal::cli::Fail(kProgram, st.message(), st.code() == shoal::StatusCode::kInvalidArgument ? 2 : 1);
   shoal::Status st = (*service)->Run(stop, &reload);
   if (!st.ok()) return shoal::cli::Fail(kProgram, st.message());
   return 0;

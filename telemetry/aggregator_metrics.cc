@@ -28,6 +28,7 @@ void AggregatorMetrics::OnRound(const aggregator::RoundReport& r) {
 void AggregatorMetrics::OnStatus(const aggregator::LiveStatus& s) {
   std::lock_guard<std::mutex> lock(mu_);
   live_ = s;
+  live_.clients.clear();  // the per-client list is the status page's, not exported here
 }
 
 std::vector<prometheus::MetricFamily> AggregatorMetrics::Collect() const {

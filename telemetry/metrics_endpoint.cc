@@ -1,8 +1,10 @@
 #include "metrics_endpoint.h"
 
+#include <CivetServer.h>
 #include <prometheus/exposer.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <filesystem>
@@ -101,23 +103,53 @@ FamilyList& FamilyList::Sample(prometheus::ClientMetric metric, Labels labels) {
   return *this;
 }
 
-StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const std::string& listen, const std::string& program,
-                                                                  std::shared_ptr<prometheus::Collectable> source) {
+int AnswerUnlessServed(mg_connection* conn, std::initializer_list<const char*> served) {
+  const mg_request_info* req = mg_get_request_info(conn);
+  const std::string method = req && req->request_method ? req->request_method : "";
+  const std::string path = req && req->local_uri ? req->local_uri : "";
+  const bool known = std::any_of(served.begin(), served.end(), [&](const char* p) { return path == p; });
+  if (known && method == "GET") return 0;
+  const int code = known ? 405 : 404;
+  const std::string body = known ? "only GET is served here\n" : "not found: the paths served here are" +
+                                                                     [&] {
+                                                                       std::string list;
+                                                                       for (const char* p : served) list += std::string(" ") + p;
+                                                                       return list;
+                                                                     }() + "\n";
+  mg_printf(conn, "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n%sConnection: close\r\n\r\n",
+            code, known ? "Method Not Allowed" : "Not Found", body.size(), known ? "Allow: GET\r\n" : "");
+  mg_write(conn, body.data(), body.size());
+  return code;
+}
+
+StatusOr<std::string> ParseListenAddress(const std::string& listen, const std::string& flag) {
   const size_t colon = listen.rfind(':');
   const std::string host = colon == std::string::npos ? "127.0.0.1" : listen.substr(0, colon);
   const std::string port_text = colon == std::string::npos ? listen : listen.substr(colon + 1);
   int port = -1;
   auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
   if (ec != std::errc() || end != port_text.data() + port_text.size() || port < 0 || port > 65535 || host.empty())
-    return Status::InvalidArgument("--metrics-listen " + listen + ": expected HOST:PORT or PORT (e.g. 127.0.0.1:9464)");
+    return Status::InvalidArgument(flag + " " + listen + ": expected HOST:PORT or PORT (e.g. 127.0.0.1:9464)");
+  return host + ":" + std::to_string(port);
+}
+
+StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const std::string& listen, const std::string& program,
+                                                                  std::shared_ptr<prometheus::Collectable> source) {
+  SHOAL_ASSIGN_OR_RETURN(const std::string address, ParseListenAddress(listen, "--metrics-listen"));
   std::unique_ptr<MetricsEndpoint> e(new MetricsEndpoint());
   try {
-    e->exposer_ = std::make_unique<prometheus::Exposer>(host + ":" + std::to_string(port), 1);
+    static const CivetCallbacks callbacks = [] {
+      CivetCallbacks c;
+      c.begin_request = [](mg_connection* conn) { return AnswerUnlessServed(conn, {"/metrics"}); };
+      return c;
+    }();
+    e->exposer_ = std::make_unique<prometheus::Exposer>(
+        std::vector<std::string>{"listening_ports", address, "num_threads", "1"}, &callbacks);
   } catch (const std::exception& ex) {
     return Status::Unavailable("--metrics-listen " + listen + ": cannot listen there (" + ex.what() + ")");
   }
   const std::vector<int> ports = e->exposer_->GetListeningPorts();
-  e->address_ = host + ":" + std::to_string(ports.empty() ? port : ports.front());
+  e->address_ = ports.empty() ? address : address.substr(0, address.rfind(':') + 1) + std::to_string(ports.front());
   e->collectables_ = {std::move(source), std::make_shared<ProcessFacts>(program)};
   for (const auto& c : e->collectables_) e->exposer_->RegisterCollectable(c);
   return e;

@@ -15,6 +15,7 @@
 #include <prometheus/collectable.h>
 #include <prometheus/metric_family.h>
 
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@
 namespace prometheus {
 class Exposer;
 }
+struct mg_connection;
 
 namespace shoal::telemetry {
 
@@ -42,6 +44,18 @@ class FamilyList {
  private:
   std::vector<prometheus::MetricFamily> families_;
 };
+
+// "HOST:PORT" from a --metrics-listen / --status-listen value: "HOST:PORT" (an IPv4 address,
+// or [IPv6]) or a bare "PORT", which means 127.0.0.1 (loopback by default). Port 0 asks for
+// a free one. InvalidArgument naming `flag` otherwise.
+StatusOr<std::string> ParseListenAddress(const std::string& listen, const std::string& flag);
+
+// Debian 12's civetweb (1.15) crashes the process while writing its own error page (seen for
+// GET of an unknown path: a segfault in mg_send_http_error). So both servers answer, in their
+// begin_request callback and before civetweb looks at it, every request but a GET of one of
+// `served`: 404 for another path, 405 for another method. Returns what begin_request returns
+// (0: civetweb goes on and serves it; else the status sent).
+int AnswerUnlessServed(mg_connection* conn, std::initializer_list<const char*> served);
 
 class MetricsEndpoint {
  public:

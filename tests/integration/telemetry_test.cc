@@ -5,7 +5,9 @@
 
 #include <csignal>
 #include <ctime>
+#include <filesystem>
 #include <map>
+#include <regex>
 #include <sstream>
 
 #include "harness.h"
@@ -59,6 +61,21 @@ Scrape ScrapeMetrics(int port) {
   return s;
 }
 
+// The HTTP status of one request (`method` "GET" or another), -1 when none came back.
+long StatusOf(const std::string& url, const std::string& method = "GET") {
+  std::string body;
+  CURL* curl = curl_easy_init();
+  curl_easy_setopt(curl, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method.c_str());
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, Append);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
+  curl_easy_setopt(curl, CURLOPT_TIMEOUT, 10L);
+  long status = -1;
+  if (curl_easy_perform(curl) == CURLE_OK) curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
+  curl_easy_cleanup(curl);
+  return status;
+}
+
 // A running federation, scraped mid-run: every counter equals the sum of the metrics file's
 // lines up to the round the scrape reports, the gauges equal that round's line.
 TEST(Telemetry, AggregatorScrapeMatchesTheMetricsFile) {
@@ -104,6 +121,13 @@ TEST(Telemetry, AggregatorScrapeMatchesTheMetricsFile) {
   EXPECT_GT(s.at("process_cpu_seconds_total"), 0);
   EXPECT_NEAR(s.at("process_start_time_seconds"), static_cast<double>(time(nullptr)), 600);
 
+  // Other paths and methods are answered, and the service goes on (Debian's civetweb crashed
+  // the process writing its own 404 page: every request but GET /metrics is answered by us).
+  const std::string base = "http://127.0.0.1:" + std::to_string(metrics_port);
+  EXPECT_EQ(StatusOf(base + "/nothing"), 404);
+  EXPECT_EQ(StatusOf(base + "/metrics/x"), 404);
+  EXPECT_EQ(StatusOf(base + "/metrics", "POST"), 405);
+  EXPECT_EQ(StatusOf(base + "/metrics", "DELETE"), 405);
   // A later scrape has moved on.
   ASSERT_TRUE(WaitFor([&] { return ReadJsonLines(dir + "/run.jsonl").size() >= k + 2; }, seconds(60)));
   EXPECT_GT(ScrapeMetrics(metrics_port).at("shoal_rounds_completed_total"), k);
@@ -148,6 +172,87 @@ TEST(Telemetry, PeerScrapeMatchesTheMetricsFile) {
   EXPECT_EQ(s.at(R"(shoal_build_info{version=")" SHOAL_VERSION_STRING R"(",program="shoal-peer"})"), 1);
   for (Process* p : {&a, &b}) p->Signal(SIGTERM);
   for (Process* p : {&a, &b}) EXPECT_EQ(p->Wait(seconds(30)), 0) << p->Stderr();
+}
+
+// The width and height a PNG file declares (its IHDR chunk), or {0, 0}.
+std::pair<uint32_t, uint32_t> PngSize(const std::string& path) {
+  const std::string png = ReadFile(path);
+  if (png.size() < 24 || png.compare(1, 3, "PNG") != 0) return {0, 0};
+  auto be32 = [&](size_t at) {
+    return (uint32_t{uint8_t(png[at])} << 24) | (uint32_t{uint8_t(png[at + 1])} << 16) |
+           (uint32_t{uint8_t(png[at + 2])} << 8) | uint32_t{uint8_t(png[at + 3])};
+  };
+  return {be32(16), be32(20)};
+}
+
+// The live status page in a real browser: headless Chromium loads it during a run, its script
+// fetches /status.json and draws; the DOM it leaves shows every round of the metrics file up
+// to then and both clients. A screenshot is kept in build/test-artifacts/status-page.png.
+TEST(Telemetry, StatusPageRendersInHeadlessChromium) {
+  const std::string dir = TempDir("status-page");
+  const int port = FreePort(), status_port = FreePort();
+  auto args = Concat(AggregatorArgs(port, 0, 2, dir + "/run.jsonl"), {"--status-listen", std::to_string(status_port)});
+  SetFlag(args, "--model", "mlp:128");
+  Process agg("shoal-aggregator", args, dir + "/agg", kOneThread);
+  auto clients = StartClients(port, 2, dir);
+  ASSERT_TRUE(WaitFor([&] { return ReadJsonLines(dir + "/run.jsonl").size() >= 3; }, seconds(60))) << agg.Stderr();
+  const std::string url = "http://127.0.0.1:" + std::to_string(status_port) + "/";
+  // --virtual-time-budget lets the page's fetch and timers run before the DOM is dumped.
+  // Each run has a profile of its own.
+  auto browser = [&](const std::string& run) {
+    return std::vector<std::string>{"--headless", "--no-sandbox", "--disable-gpu", "--user-data-dir=" + dir + "/" + run,
+                                     "--virtual-time-budget=4000", "--window-size=1300,900"};
+  };
+  Process dump("/usr/bin/chromium", Concat(browser("dump"), {"--dump-dom", url}), dir + "/dump");
+  ASSERT_EQ(dump.Wait(seconds(60)), 0) << dump.Stderr();
+  const std::string dom = dump.Stdout();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(dom, m, std::regex(R"re(data-rendered-rounds="(\d+)")re"))) << dom.substr(0, 2000);
+  const size_t rendered = std::stoul(m[1]);
+  EXPECT_GE(rendered, 3u) << "the charts drew the completed rounds";
+  EXPECT_LE(rendered, ReadJsonLines(dir + "/run.jsonl").size());
+  size_t rows = 0;
+  for (size_t at = dom.find("<tr class=\"client\">"); at != std::string::npos; at = dom.find("<tr class=\"client\">", at + 1))
+    ++rows;
+  EXPECT_EQ(rows, 2u) << "one row per registered client";
+  EXPECT_NE(dom.find("-part0-of-2</td>"), std::string::npos);
+  EXPECT_NE(dom.find("clients registered"), std::string::npos);
+  EXPECT_NE(dom.find("<div id=\"error\"></div>"), std::string::npos) << "no fetch failed";
+
+  const std::string artifacts = BinDir() + "/../test-artifacts";
+  std::filesystem::create_directories(artifacts);
+  const std::string shot = artifacts + "/status-page.png";
+  std::filesystem::remove(shot);
+  Process screenshot("/usr/bin/chromium", Concat(browser("screenshot"), {"--screenshot=" + shot, url}), dir + "/screenshot");
+  ASSERT_EQ(screenshot.Wait(seconds(60)), 0) << screenshot.Stderr();
+  EXPECT_EQ(PngSize(shot), (std::pair<uint32_t, uint32_t>{1300, 900}));
+  EXPECT_GT(std::filesystem::file_size(shot), 20000u) << "a page with charts, not a blank one";
+
+  EXPECT_EQ(StatusOf(url + "favicon.ico"), 404);
+  EXPECT_EQ(StatusOf(url + "status.json", "POST"), 405);
+  // The JSON the page reads, against the metrics file: round 1's figures, both clients.
+  const auto lines = ReadJsonLines(dir + "/run.jsonl");
+  std::string body;
+  CURL* curl = curl_easy_init();
+  const std::string json_url = url + "status.json";
+  curl_easy_setopt(curl, CURLOPT_URL, json_url.c_str());
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, Append);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, &body);
+  ASSERT_EQ(curl_easy_perform(curl), CURLE_OK);
+  curl_easy_cleanup(curl);
+  const auto status = nlohmann::json::parse(body);
+  ASSERT_GE(status["rounds"].size(), 3u);
+  EXPECT_EQ(status["rounds"][0]["test_accuracy"], lines[0]["test_accuracy"]);
+  EXPECT_EQ(status["rounds"][0]["bytes_up"], lines[0]["bytes_up"]);
+  ASSERT_EQ(status["clients"].size(), 2u);
+  for (const auto& c : status["clients"]) {
+    EXPECT_GT(c["bytes_up"].get<uint64_t>(), 0u);
+    EXPECT_GE(c["rounds_reported"].get<uint64_t>(), 2u);
+    EXPECT_LT(c["seconds_since_seen"].get<double>(), 5.0);
+  }
+  agg.Signal(SIGTERM);
+  EXPECT_EQ(agg.Wait(seconds(30)), 0) << agg.Stderr();
+  for (auto& c : clients) c->Signal(SIGTERM);
 }
 
 }  // namespace

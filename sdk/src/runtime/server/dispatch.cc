@@ -25,6 +25,7 @@ void Service::Impl::Flush() {
         break;
       }
       if (!*sent) break;  // the peer's queue is full: continue on a later pass
+      cit->second.bytes_down += q.front()->size();
       q.pop_front();
     }
     it = (q.empty() || cit == clients_.end()) ? outbox_.erase(it) : std::next(it);
@@ -50,6 +51,8 @@ void Service::Impl::Reject(const std::string& peer, ErrorCode code, const std::s
 
 void Service::Impl::Handle(transport::Listener::Inbound& in) {
   std::span<const uint8_t> bytes = in.frame.bytes();
+  if (auto p = by_peer_.find(in.peer); p != by_peer_.end())
+    if (auto c = clients_.find(p->second); c != clients_.end()) c->second.bytes_up += bytes.size();
   protocol::Verified v = protocol::VerifyFrame(bytes, max_frame_bytes_);
   if (!v.ok()) return Reject(in.peer, v.error, v.reason);
   auto decoded = protocol::DecodeMessage(v);

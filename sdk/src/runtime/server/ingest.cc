@@ -84,6 +84,7 @@ void Service::Impl::HandleUpdate(ClientState& c, const protocol::Header& h, prot
     return FailClient(c.id, "rejected: " + failed->status.message());
   }
   round_.results.emplace(c.id, Reported{c.name, c.id, update.num_examples, std::move(update.report)});
+  ++c.rounds_reported;
   round_.slow_codec_updates += slow;
   c.training = false;
   dispatch_pending_ = true;

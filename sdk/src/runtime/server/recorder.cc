@@ -45,6 +45,14 @@ void Service::Impl::PublishStatus() {
   s.clients_selected = round_.open ? round_.selected.size() : 0;
   s.updates_received = round_.open ? round_.results.size() : 0;
   s.last_completed = last_completed_;
+  if (round_.open) s.round_seconds = MillisSince(round_.started) / 1000.0;
+  s.clients.reserve(clients_.size());
+  for (const auto& [id, c] : clients_) {
+    const bool selected = round_.open && round_.results.count(id) == 0 &&
+                          std::find(round_.selected.begin(), round_.selected.end(), id) != round_.selected.end();
+    s.clients.push_back({id, c.name, MillisSince(c.last_seen) / 1000.0, c.bytes_up, c.bytes_down, c.rounds_reported,
+                         selected});
+  }
   o_.on_status(s);
 }
 

@@ -80,6 +80,7 @@ void Service::Impl::HandleSecAgg(ClientState& c, const protocol::Header& h, prot
     if (Status st = s.server->AddMasked({masked->from, std::move(*words), masked->clipped}); !st.ok()) return refuse(st);
     s.waiting.erase(c.id);
     round_.results.emplace(c.id, Reported{c.name, c.id, std::max<uint64_t>(masked->num_examples, 1), {}});
+    ++c.rounds_reported;
     Enqueue(c.id, protocol::EncodeAck(Header(round_.number), true));
     return;
   }

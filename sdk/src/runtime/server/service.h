@@ -49,7 +49,18 @@ struct RoundReport {
   size_t allow_list_keys = 0;
 };
 
-// The service between rounds, published every 250 ms at most (on_status: the live gauges).
+// One registered client as the service sees it now (LiveStatus).
+struct ClientStatus {
+  uint32_t id = 0;
+  std::string name;
+  double seconds_since_seen = 0.0;        // since its last frame
+  uint64_t bytes_up = 0, bytes_down = 0;  // frames from and to it since it registered
+  uint64_t rounds_reported = 0;           // its updates that went into a round
+  bool selected = false;                  // in the open round, its update still expected
+};
+
+// The service between rounds, published every 250 ms at most (on_status: the live gauges and
+// the status page).
 struct LiveStatus {
   uint64_t round = 0;           // the round in progress, or the next one
   bool round_open = false;      // its tasks are out
@@ -57,6 +68,8 @@ struct LiveStatus {
   size_t clients_selected = 0;  // of the open round
   size_t updates_received = 0;  // of the open round, so far
   uint64_t last_completed = 0;
+  double round_seconds = 0.0;   // since the open round's tasks went out
+  std::vector<ClientStatus> clients;  // by id
 };
 
 struct AggregatorOptions {

@@ -87,6 +87,8 @@ class Service::Impl {
     std::string replica_hash;  // the model this client holds (after its last RoundTask)
     uint64_t task_round = 0;   // the round of its latest task
     bool training = false;     // that task's update is still expected (asynchronous strategies)
+    uint64_t bytes_up = 0, bytes_down = 0;  // frames from and to it, since it registered
+    uint64_t rounds_reported = 0;           // its updates that went into a round
   };
 
   // The last aggregated delta, encoded with the download codec, for clients whose replica
