@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   AggregatorOptions o;
   shoal::aggregator::ServiceFlags flags;
   std::string config_file, log_level, metrics_listen, status_listen;
+  std::string log_format = "text";
 
   po::options_description general("General");
   general.add_options()
@@ -28,6 +29,7 @@ int main(int argc, char** argv) {
       ("version", "print the version and exit")
       ("config", po::value(&config_file), "read options from FILE (key = value lines, same names as the flags)")
       ("log-level", po::value(&log_level)->default_value("info"), "trace, debug, info, warn, error or off")
+      ("log-format", po::value(&log_format)->default_value(log_format), "text, or json (one object per line)")
       ("metrics-listen", po::value(&metrics_listen),
        "serve Prometheus metrics at http://HOST:PORT/metrics (HOST:PORT, or PORT alone for 127.0.0.1)")
       ("status-listen", po::value(&status_listen),
@@ -51,7 +53,7 @@ int main(int argc, char** argv) {
 
   po::variables_map vm;
   if (auto exit_code = shoal::cli::ParseOptions(argc, argv, all, vm, kProgram)) return *exit_code;
-  if (auto st = shoal::cli::InitLogging(log_level, "aggregator"); !st.ok()) return shoal::cli::Fail(kProgram, st.message(), 2);
+  if (auto st = shoal::cli::InitLogging(log_level, "aggregator", log_format); !st.ok()) return shoal::cli::Fail(kProgram, st.message(), 2);
   if (shoal::aggregator::PrintCodecHelpIfAsked(o)) return 0;
   if (auto st = shoal::aggregator::ApplyServiceFlags(flags, o); !st.ok()) return shoal::cli::Fail(kProgram, st.message(), 2);
 

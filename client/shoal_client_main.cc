@@ -82,6 +82,7 @@ int main(int argc, char** argv) {
   shoal::ClientOptions co;
   shoal::BuiltinTrainerOptions to;
   std::string config_file, log_level, partition = "0/1", max_frame = "64M";
+  std::string log_format = "text";
   uint64_t seed = 0;
   double connect_timeout_s = 30, reconnect_timeout_s = 120;
   bool no_progress = false;
@@ -112,11 +113,12 @@ int main(int argc, char** argv) {
       ("reconnect-timeout", po::value(&reconnect_timeout_s)->default_value(reconnect_timeout_s), "seconds to keep retrying after losing it")
       ("max-frame", po::value(&max_frame)->default_value(max_frame), "largest frame accepted (bytes, or K/M/G)")
       ("no-progress", po::bool_switch(&no_progress), "plain log lines even on a terminal")
-      ("log-level", po::value(&log_level)->default_value("info"), "trace, debug, info, warn, error or off");
+      ("log-level", po::value(&log_level)->default_value("info"), "trace, debug, info, warn, error or off")
+      ("log-format", po::value(&log_format)->default_value(log_format), "text, or json (one object per line)");
 
   po::variables_map vm;
   if (auto exit_code = shoal::cli::ParseOptions(argc, argv, opts, vm, kProgram)) return *exit_code;
-  if (auto st = shoal::cli::InitLogging(log_level, "client"); !st.ok()) return shoal::cli::Fail(kProgram, st.message(), 2);
+  if (auto st = shoal::cli::InitLogging(log_level, "client", log_format); !st.ok()) return shoal::cli::Fail(kProgram, st.message(), 2);
   auto part = shoal::data::ParsePartition(partition);
   if (!part.ok()) return shoal::cli::Fail(kProgram, "--partition: " + part.status().message(), 2);
   to.partition_index = part->index;

@@ -23,6 +23,7 @@ uint32_t Millis(double s) { return static_cast<uint32_t>(std::llround(s * 1000.0
 int main(int argc, char** argv) {
   shoal::PeerOptions o;
   std::string config_file, log_level, partition = "0/1", chunk = "16M", metrics_listen;
+  std::string log_format = "text";
   double step_timeout_s = 2, heartbeat_s = 0.2, heartbeat_timeout_s = 2, join_timeout_s = 30;
   o.task.model = "mlp";
   o.task.dataset = "digits";
@@ -44,6 +45,7 @@ int main(int argc, char** argv) {
       ("version", "print the version and exit")
       ("config", po::value(&config_file), "read options from FILE (key = value lines)")
       ("log-level", po::value(&log_level)->default_value("info"), "trace, debug, info, warn, error or off")
+      ("log-format", po::value(&log_format)->default_value(log_format), "text, or json (one object per line)")
       ("name", po::value(&o.name), "this peer's name, unique in the swarm (default: HOST-partI-of-N)")
       ("listen", po::value(&o.listen)->default_value(o.listen), "this peer's endpoint")
       ("advertise", po::value(&o.advertise), "the endpoint other peers reach this one at (default: --listen)")
@@ -91,7 +93,7 @@ int main(int argc, char** argv) {
 
   po::variables_map vm;
   if (auto code = shoal::cli::ParseOptions(argc, argv, opts, vm, kProgram)) return *code;
-  if (auto st = shoal::cli::InitLogging(log_level, "peer"); !st.ok()) return shoal::cli::Fail(kProgram, st.message(), 2);
+  if (auto st = shoal::cli::InitLogging(log_level, "peer", log_format); !st.ok()) return shoal::cli::Fail(kProgram, st.message(), 2);
   o.task.dataset = o.data.dataset;
   auto part = shoal::data::ParsePartition(partition);
   if (!part.ok()) return shoal::cli::Fail(kProgram, "--partition: " + part.status().message(), 2);

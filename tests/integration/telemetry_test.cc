@@ -255,5 +255,77 @@ TEST(Telemetry, StatusPageRendersInHeadlessChromium) {
   for (auto& c : clients) c->Signal(SIGTERM);
 }
 
+// --log-format json: every line of a run's stderr is one JSON object with the time, level,
+// program and message, including a fatal error whose message holds quotes and backslashes.
+TEST(Telemetry, JsonLogsAreOneObjectPerLine) {
+  const std::string dir = TempDir("json-logs");
+  const int port = FreePort();
+  auto args = Concat(AggregatorArgs(port, 3, 1, dir + "/run.jsonl"), {"--log-format", "json"});
+  Process agg("shoal-aggregator", args, dir + "/agg", kOneThread);
+  auto clients = StartClients(port, 1, dir);
+  ASSERT_EQ(agg.Wait(seconds(60)), 0) << agg.Stderr();
+  ExpectAllExitZero(clients);
+  const std::string odd = dir + "/no \"such\" \\ file.csv";
+  Process bad("shoal-aggregator", {"--listen", Endpoint(FreePort()), "--dataset", "csv:" + odd, "--log-format", "json"},
+              dir + "/bad");
+  EXPECT_EQ(bad.Wait(seconds(30)), 1);
+  for (const std::string& log : {agg.Stderr(), bad.Stderr()}) {
+    std::istringstream lines(log);
+    int count = 0;
+    for (std::string line; std::getline(lines, line); ++count) {
+      const auto j = nlohmann::json::parse(line, nullptr, false);
+      ASSERT_TRUE(j.is_object()) << line;
+      for (const char* key : {"time", "level", "program", "message"}) EXPECT_TRUE(j.contains(key)) << line;
+    }
+    EXPECT_GT(count, 0);
+  }
+  EXPECT_NE(agg.Stderr().find(R"("message":"round 3 done)"), std::string::npos) << agg.Stderr();
+  const auto last = nlohmann::json::parse(bad.Stderr().substr(bad.Stderr().rfind('{')));
+  EXPECT_EQ(last["level"], "error");
+  EXPECT_NE(last["message"].get<std::string>().find(odd), std::string::npos) << last;
+}
+
+// deploy/aggregator.conf runs as shipped, with only its paths moved (the command line wins over
+// the file): CURVE with an allow-list, both HTTP endpoints, and resume = true, which starts at
+// round 1 with no checkpoint and continues from the last one after a restart, as the systemd
+// unit's Restart= relies on.
+TEST(Deploy, TheExampleConfigServesAndResumes) {
+  const std::string dir = TempDir("deploy");
+  MakeKeys(dir + "/keys", {"agg", "c0"});
+  std::filesystem::create_directories(dir + "/keys/allow");
+  std::filesystem::copy_file(dir + "/keys/c0.pub", dir + "/keys/allow/c0.pub");
+  const int port = FreePort();
+  auto start = [&](int rounds) {
+    return std::make_unique<Process>(
+        "shoal-aggregator",
+        Concat({"--config", std::string(SHOAL_SOURCE_DIR) + "/deploy/aggregator.conf", "--listen", Endpoint(port),
+                "--checkpoint-dir", dir + "/ckpt", "--metrics-out", dir + "/rounds.jsonl", "--metrics-listen",
+                std::to_string(FreePort()), "--status-listen", std::to_string(FreePort()), "--rounds",
+                std::to_string(rounds), "--min-clients", "1", "--log-format", "json"},
+               SecureAggregatorFlags(dir + "/keys", dir + "/keys/allow")),
+        dir + "/agg" + std::to_string(rounds), kOneThread);
+  };
+  auto client = [&](int run) {
+    return std::make_unique<Process>("shoal-client",
+                                     Concat(ClientArgs(port, 0, 1), SecureClientFlags(dir + "/keys", "c0")),
+                                     dir + "/client" + std::to_string(run), kOneThread);
+  };
+  {
+    auto agg = start(2);
+    auto c = client(1);
+    ASSERT_EQ(agg->Wait(seconds(60)), 0) << agg->Stderr();
+    EXPECT_NE(agg->Stderr().find("no checkpoint in"), std::string::npos);
+    EXPECT_EQ(c->Wait(seconds(30)), 0) << c->Stderr();
+  }
+  auto agg = start(4);
+  auto c = client(2);
+  ASSERT_EQ(agg->Wait(seconds(60)), 0) << agg->Stderr();
+  EXPECT_NE(agg->Stderr().find("resumed from"), std::string::npos) << agg->Stderr();
+  const auto lines = ReadJsonLines(dir + "/rounds.jsonl");
+  ASSERT_EQ(lines.size(), 4u);
+  for (size_t i = 0; i < lines.size(); ++i) EXPECT_EQ(lines[i]["round"], i + 1);
+  EXPECT_TRUE(lines.back()["secure"].get<bool>());
+}
+
 }  // namespace
 }  // namespace shoal::testing

@@ -4,27 +4,64 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <spdlog/pattern_formatter.h>
+
 #include <cctype>
 #include <cstdio>
+#include <memory>
+#include <string_view>
 
 namespace shoal::cli {
 namespace {
 
 std::atomic<bool> g_stop{false};
 std::atomic<bool> g_reload{false};
+bool g_json_logs = false;  // InitLogging's format is json: Fail logs its error as one more object
 
 extern "C" void OnStopSignal(int) { g_stop.store(true); }
 extern "C" void OnReloadSignal(int) { g_reload.store(true); }
 
+// %* in a pattern: the message as the inside of a JSON string (quotes, backslashes and
+// control characters escaped).
+class JsonMessage final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
+    static constexpr char kHex[] = "0123456789abcdef";
+    for (char ch : std::string_view(msg.payload.data(), msg.payload.size())) {
+      const auto c = static_cast<unsigned char>(ch);
+      if (c == '"' || c == '\\') {
+        dest.push_back('\\');
+        dest.push_back(ch);
+      } else if (c < 0x20) {
+        const char esc[] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
+        dest.append(esc, esc + sizeof esc);
+      } else {
+        dest.push_back(ch);
+      }
+    }
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<JsonMessage>(); }
+};
+
 }  // namespace
 
-Status InitLogging(const std::string& level, const std::string& program) {
+Status InitLogging(const std::string& level, const std::string& program, const std::string& format) {
+  if (format != "text" && format != "json")
+    return Status::InvalidArgument("unknown --log-format '" + format + "' (text or json)");
   auto lvl = spdlog::level::from_str(level);
   if (lvl == spdlog::level::off && level != "off")
     return Status::InvalidArgument("unknown --log-level '" + level + "' (trace, debug, info, warn, error, off)");
   auto logger = spdlog::stderr_color_mt(program);
   spdlog::set_default_logger(logger);
-  spdlog::set_pattern("[%H:%M:%S.%e] [%n] [%^%l%$] %v");
+  g_json_logs = format == "json";
+  if (g_json_logs) {
+    auto formatter = std::make_unique<spdlog::pattern_formatter>();
+    formatter->add_flag<JsonMessage>('*').set_pattern(
+        R"({"time":"%Y-%m-%dT%H:%M:%S.%f%z","level":"%l","program":"%n","message":"%*"})");
+    spdlog::set_formatter(std::move(formatter));
+  } else {
+    spdlog::set_pattern("[%H:%M:%S.%e] [%n] [%^%l%$] %v");
+  }
   spdlog::set_level(lvl);
   return Status::Ok();
 }
@@ -69,7 +106,12 @@ StatusOr<uint64_t> ParseByteSize(const std::string& text) {
 }
 
 int Fail(const std::string& program, const std::string& message, int exit_code) {
-  std::fprintf(stderr, "%s: error: %s\n", program.c_str(), message.c_str());
+  if (g_json_logs) {
+    spdlog::error("{}: error: {}", program, message);  // one more JSON line
+    spdlog::default_logger()->flush();
+  } else {
+    std::fprintf(stderr, "%s: error: %s\n", program.c_str(), message.c_str());
+  }
   return exit_code;
 }
 

@@ -9,8 +9,10 @@
 
 namespace shoal::cli {
 
-// Logs go to stderr as "[time] [level] message". level: trace|debug|info|warn|error|off.
-Status InitLogging(const std::string& level, const std::string& program);
+// Logs go to stderr. level: trace|debug|info|warn|error|off. format "text": "[time] [program]
+// [level] message"; "json": one JSON object per line, {"time" (ISO 8601, local, with the UTC
+// offset), "level", "program", "message"} (for journald, Loki, Elasticsearch ...).
+Status InitLogging(const std::string& level, const std::string& program, const std::string& format = "text");
 
 // Installs SIGINT/SIGTERM handlers that set the returned flag (and SIGPIPE ignore).
 std::atomic<bool>& InstallStopSignals();
@@ -20,7 +22,8 @@ std::atomic<bool>& InstallReloadSignal();
 // "16777216", "64K", "16M", "1G" (binary multiples) -> bytes.
 StatusOr<uint64_t> ParseByteSize(const std::string& text);
 
-// Prints "PROGRAM: error: MESSAGE" to stderr and returns the exit code to use.
+// Prints "PROGRAM: error: MESSAGE" to stderr (with --log-format json: as a JSON log line,
+// level "error") and returns the exit code to use.
 int Fail(const std::string& program, const std::string& message, int exit_code = 1);
 
 }  // namespace shoal::cli
