@@ -8,6 +8,7 @@
 #   bench/codec_accuracy.sh                 (after scripts/build)
 #   ROUNDS=30 bench/codec_accuracy.sh
 #   CODEC_DOWN=int8 CODECS_OVERRIDE="none;ef|topk:ratio=0.01|int8" bench/codec_accuracy.sh
+#   PLOTS=docs/img/codec bench/codec_accuracy.sh   (also shoal-report's plots of every run, into PLOTS)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS="${ROUNDS:-60}"
@@ -75,3 +76,12 @@ print(f"{'codec':34} {'accuracy':>8} {'delta':>7} {'up B/client':>12} {'dense/up
 for c, acc, up, down, dense, enc, dec in rows:
     print(f"{c:34} {acc:8.4f} {acc - base:+7.4f} {up:12.0f} {dense / up:9.1f} {down:13.0f} {dense / down:10.1f} {enc:7.2f} {dec:7.2f}")
 PY
+
+if [ -n "${PLOTS:-}" ]; then
+  names=()
+  for c in "${CODECS[@]}"; do names+=(--name "$c"); done
+  files=()
+  for ((i = 0; i < ${#CODECS[@]}; i++)); do files+=("$OUT/run$i.jsonl"); done
+  "$BIN/shoal-report" "${files[@]}" "${names[@]}" -o "$PLOTS" >/dev/null
+  echo "plots: $PLOTS"
+fi

@@ -137,6 +137,9 @@ int main(int argc, char** argv) {
     co.name = std::string(host) + "-part" + std::to_string(part->index) + "-of-" + std::to_string(part->count);
   }
 
+  // The flags first: a bad one is named before any data is loaded or device probed.
+  if (auto st = shoal::ValidateClientOptions(co); !st.ok())
+    return shoal::cli::Fail(kProgram, st.message(), st.code() == shoal::StatusCode::kInvalidArgument ? 2 : 1);
   auto trainer = shoal::MakeBuiltinTrainer(to);
   if (!trainer.ok()) {
     const bool usage = trainer.status().code() == shoal::StatusCode::kInvalidArgument;

@@ -150,6 +150,10 @@ TEST(Robustness, ClearErrorsForBadFlagsAndEnvironment) {
       {"shoal-aggregator", {"--listen", "tcp://*:" + std::to_string(FreePort())}, 1, "--insecure"},
       {"shoal-client", {"--partition", "4/4"}, 2, "--partition"},
       {"shoal-client", {"--data-dir", dir + "/nothing-here"}, 1, "scripts/setup"},
+      // The connection's flags are checked before the data is loaded or the device probed.
+      {"shoal-client", {"--connect", "tcp://192.0.2.1:7070", "--data-dir", dir + "/nothing-here", "--device", "cuda:7"}, 1,
+       "is not a loopback address"},
+      {"shoal-client", {"--server-key", dir + "/agg.pub", "--data-dir", dir + "/nothing-here"}, 2, "needs --secret-key"},
       {"shoal-client", {"--connect", Endpoint(port), "--connect-timeout", "1.5"}, 1, "no answer from the aggregator"},
   };
   for (const auto& c : cases) {

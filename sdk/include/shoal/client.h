@@ -53,6 +53,12 @@ struct ClientOptions {
   std::function<void(const ClientEvent&)> on_event;  // optional; called on the Run() thread
 };
 
+// What `options` alone decide, without the network or any data: the security flags' rules
+// (keys both or neither; no plain connection off loopback without `insecure`) and the
+// timeouts. The same errors Run() would give first (InvalidArgument); a program checks them
+// before it loads data or probes a device for its trainer.
+Status ValidateClientOptions(const ClientOptions& options);
+
 class Client {
  public:
   // Takes ownership of the trainer. Does not connect yet.

@@ -11,15 +11,29 @@ void Client::Impl::Unregister(const std::string& why) {
   StopTraining();
 }
 
+namespace {
+
+// Whether the flags ask for CURVE, or why they are refused.
+StatusOr<bool> SecurityFromFlags(const ClientOptions& o) {
+  return transport::CheckSecurityFlags({.role = "client",
+                                        .secret_key = o.secret_key_file,
+                                        .others_flag = "--server-key",
+                                        .others = o.server_key,
+                                        .others_what = "the aggregator's public key or .pub file",
+                                        .insecure = o.insecure,
+                                        .endpoints = {{"--connect", o.connect}}});
+}
+
+}  // namespace
+
+Status ValidateClientOptions(const ClientOptions& options) {
+  if (options.connect_timeout_ms == 0 || options.reconnect_timeout_ms == 0)
+    return Status::InvalidArgument("timeouts must be positive");
+  return SecurityFromFlags(options).status();
+}
+
 Status Client::Impl::ConfigureSecurity(transport::SocketOptions& so) {
-  SHOAL_ASSIGN_OR_RETURN(const bool secure,
-                         transport::CheckSecurityFlags({.role = "client",
-                                                        .secret_key = o_.secret_key_file,
-                                                        .others_flag = "--server-key",
-                                                        .others = o_.server_key,
-                                                        .others_what = "the aggregator's public key or .pub file",
-                                                        .insecure = o_.insecure,
-                                                        .endpoints = {{"--connect", o_.connect}}}));
+  SHOAL_ASSIGN_OR_RETURN(const bool secure, SecurityFromFlags(o_));
   if (!secure) return Status::Ok();
   SHOAL_ASSIGN_OR_RETURN(crypto::KeyPair keys, crypto::ReadSecretKeyFile(o_.secret_key_file));
   SHOAL_ASSIGN_OR_RETURN(std::string server_z85, crypto::ReadPublicKey(o_.server_key));
