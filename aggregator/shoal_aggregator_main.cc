@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
   const auto& stop = shoal::cli::InstallStopSignals();
   auto& reload = shoal::cli::InstallReloadSignal();
   shoal::telemetry::AggregatorEndpoints endpoints;
-  endpoints.Observe(o);
+  if (!metrics_listen.empty() || !status_listen.empty()) endpoints.Observe(o);
   auto service = shoal::aggregator::Service::Create(o);
   if (!service.ok()) {
     const bool usage = service.status().code() == shoal::StatusCode::kInvalidArgument;

@@ -46,10 +46,14 @@ void Service::Impl::PublishStatus() {
   s.updates_received = round_.open ? round_.results.size() : 0;
   s.last_completed = last_completed_;
   if (round_.open) s.round_seconds = MillisSince(round_.started) / 1000.0;
+  std::vector<uint32_t> waiting;  // selected, update still expected; sorted, for lookups
+  if (round_.open)
+    for (uint32_t id : round_.selected)
+      if (round_.results.count(id) == 0) waiting.push_back(id);
+  std::sort(waiting.begin(), waiting.end());
   s.clients.reserve(clients_.size());
   for (const auto& [id, c] : clients_) {
-    const bool selected = round_.open && round_.results.count(id) == 0 &&
-                          std::find(round_.selected.begin(), round_.selected.end(), id) != round_.selected.end();
+    const bool selected = std::binary_search(waiting.begin(), waiting.end(), id);
     s.clients.push_back({id, c.name, MillisSince(c.last_seen) / 1000.0, c.bytes_up, c.bytes_down, c.rounds_reported,
                          selected});
   }
