@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/rng.h"
+#include "protocol/messages.h"
 
 namespace shoal::protocol {
 namespace {
@@ -30,6 +31,8 @@ TaskConfig SampleTask() {
   t.optimizer.demo_decay = 0.99f;
   t.optimizer.demo_chunk = 32;
   t.optimizer.demo_topk = 4;
+  t.feature_mean = {0.5f, -2.0f, 1000.0f, 0.0f};
+  t.feature_scale = {1.0f, 0.25f, 0.001f, 3.0f};
   return t;
 }
 
@@ -91,6 +94,44 @@ TEST(Envelope, WelcomeRefusesACodecSlowWithoutAValidRate) {
   auto back = DecodeWelcome(v.envelope->message_as_Welcome());
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->task.codec_slow, "");
+}
+
+// A task's standardization: equal lengths, finite numbers, scales > 0; refused otherwise with
+// a message naming it. Hello's capabilities travel beside its codecs.
+TEST(Envelope, StandardizationIsCheckedAndHelloCarriesItsFeatures) {
+  auto decode = [](const TaskConfig& task) {
+    WelcomeInfo w;
+    w.client_id = 7;
+    w.task = task;
+    Frame f = EncodeWelcome({11, 0, 0, 3}, w);
+    Verified v = VerifyFrame(f, f.size());
+    EXPECT_TRUE(v.ok()) << v.reason;
+    return DecodeWelcome(v.envelope->message_as_Welcome());
+  };
+  auto back = decode(SampleTask());
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->task.feature_mean, SampleTask().feature_mean);
+  EXPECT_EQ(back->task.feature_scale, SampleTask().feature_scale);
+  TaskConfig shorter = SampleTask();
+  shorter.feature_scale.pop_back();
+  EXPECT_NE(decode(shorter).status().message().find("differ in length"), std::string::npos);
+  for (float bad : {0.0f, -1.0f, std::nanf(""), INFINITY}) {
+    TaskConfig t = SampleTask();
+    t.feature_scale[1] = bad;
+    EXPECT_NE(decode(t).status().message().find("standardization of feature 1"), std::string::npos) << bad;
+  }
+  TaskConfig nan_mean = SampleTask();
+  nan_mean.feature_mean[2] = std::nanf("");
+  EXPECT_FALSE(decode(nan_mean).ok());
+
+  Frame hello = EncodeHello({0, 0, 0, 1}, "c", 10, "builtin", {"int8"}, {"standardize"});
+  Verified v = VerifyFrame(hello, hello.size());
+  ASSERT_TRUE(v.ok()) << v.reason;
+  auto m = DecodeMessage(v);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const auto& h = std::get<Hello>(m->body);
+  EXPECT_EQ(h.codecs, std::vector<std::string>{"int8"});
+  EXPECT_EQ(h.features, std::vector<std::string>{"standardize"});
 }
 
 // ZeroMQ delivers small frames at any offset of its receive buffer: a frame at every
