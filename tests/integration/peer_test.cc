@@ -12,6 +12,7 @@
 #include "crypto/crypto.h"
 #include "crypto/keys.h"
 #include "harness.h"
+#include "shoal/data.h"
 #include "protocol/peer.h"
 
 namespace shoal::testing {
@@ -171,6 +172,32 @@ TEST(Peers, EveryPeerGivenTheSameBootstrapListFormsOneSwarm) {
   uint64_t common = 0;
   ExpectSameHashes(steps, &common);
   EXPECT_GE(common, 35u);
+}
+
+// Peers on an ordinary CSV (scripts/setup's wine.csv: a header, named labels in the first
+// column, features in natural units): the founder fits the standardization on its training
+// split and puts it in the swarm's task; the joiner applies the same map, and the replicas,
+// one model, learn. Without standardization (--standardize off) the same swarm does not.
+TEST(Peers, ACsvSwarmStandardizesWithTheFoundersStatistics) {
+  const std::string spec = "csv:" + data::DefaultDataDir() +
+                           "/wine.csv,label=cultivar";
+  auto run = [&](const std::string& name, const std::string& standardize) {
+    Swarm swarm(TempDir(name), 2, /*secure=*/false);
+    const std::vector<std::string> task = {"--model", "linear", "--dataset", spec, "--seed", "7", "--lr", "0.1",
+                                           "--momentum", "0.9", "--steps", "150", "--min-peers", "2",
+                                           "--test-fraction", "0.5", "--eval-every", "50", "--standardize",
+                                           standardize, "--step-timeout", "1", "--heartbeat-interval", "0.1",
+                                           "--heartbeat-timeout", "1"};
+    EXPECT_TRUE(swarm.Found(2, 2, task));
+    for (auto& p : swarm.peers) EXPECT_EQ(p->Wait(seconds(120)), 0) << p->Stderr();
+    std::vector<std::map<uint64_t, nlohmann::json>> steps = {Steps(swarm.Metrics(0)), Steps(swarm.Metrics(1))};
+    ExpectSameHashes(steps);
+    EXPECT_EQ(steps[1].rbegin()->second["test_accuracy"], steps[0].rbegin()->second["test_accuracy"])
+        << "the joiner evaluates on the same standardized held-out split";
+    return steps[0].rbegin()->second["test_accuracy"].get<double>();
+  };
+  EXPECT_GT(run("peers-wine", "auto"), 0.9);
+  EXPECT_LT(run("peers-wine-raw", "off"), 0.8);
 }
 
 // The leader is SIGKILLed mid-run: the others go on within two step deadlines; a new peer

@@ -113,6 +113,9 @@ struct Standardization {
   std::vector<float> mean, scale;
   bool empty() const { return mean.empty(); }
 };
+// Whether a --standardize setting ("auto": on for csv: datasets; "on"; "off") asks to
+// standardize dataset `spec`; InvalidArgument for another setting.
+StatusOr<bool> WantsStandardization(const std::string& setting, const std::string& spec);
 // Fits `train` (a feature dataset with at least one row).
 Standardization FitStandardization(const Dataset& train);
 // Applies `s` to every row of `d`; InvalidArgument when `d` holds tokens or its dim differs

@@ -100,6 +100,13 @@ StatusOr<Dataset> LoadDataset(const std::string& spec, const std::string& data_d
   return Status::InvalidArgument("unknown dataset '" + spec + "'; " + kValidForms);
 }
 
+StatusOr<bool> WantsStandardization(const std::string& setting, const std::string& spec) {
+  if (setting == "on") return true;
+  if (setting == "off") return false;
+  if (setting == "auto") return spec.starts_with("csv:");
+  return Status::InvalidArgument("--standardize must be auto, on or off (got '" + setting + "')");
+}
+
 Standardization FitStandardization(const Dataset& train) {
   const size_t dim = static_cast<size_t>(train.dim);
   std::vector<double> sum(dim, 0.0), sum_sq(dim, 0.0);

@@ -83,8 +83,7 @@ Status Peer::Found() {
               {"eval_every", o_.eval_every}, {"min_peers", o_.min_peers}};
   if (s.step_timeout_ms == 0 || s.heartbeat_interval_ms == 0 || s.heartbeat_timeout_ms <= s.heartbeat_interval_ms)
     return Status::InvalidArgument("--heartbeat-timeout must exceed --heartbeat-interval, and timeouts be positive");
-  if (o_.standardize != "auto" && o_.standardize != "on" && o_.standardize != "off")
-    return Status::InvalidArgument("--standardize must be auto, on or off (got '" + o_.standardize + "')");
+  SHOAL_RETURN_IF_ERROR(data::WantsStandardization(o_.standardize, o_.data.dataset).status());
   SHOAL_RETURN_IF_ERROR(InitTask());
   spdlog::info("peer {}: founded swarm {:016x}", self_.name, swarm_);
   return Status::Ok();

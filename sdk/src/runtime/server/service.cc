@@ -58,8 +58,7 @@ Status Service::Impl::Init(std::unique_ptr<transport::Listener> listener) {
     return Status::InvalidArgument("the --dp-* options need --dp-clip (the L2 bound of each client's update)");
   }
   // Everything the flags alone decide is checked before the device is probed or data loaded.
-  if (o_.standardize != "auto" && o_.standardize != "on" && o_.standardize != "off")
-    return Status::InvalidArgument("--standardize must be auto, on or off (got '" + o_.standardize + "')");
+  SHOAL_ASSIGN_OR_RETURN(const bool standardize, data::WantsStandardization(o_.standardize, o_.dataset));
   OptimizerConfig optimizer = o_.optimizer;
   optimizer.learning_rate = o_.strategy.learning_rate;
   SHOAL_RETURN_IF_ERROR(nn::ValidateOptimizerConfig(optimizer));
@@ -87,7 +86,7 @@ Status Service::Impl::Init(std::unique_ptr<transport::Listener> listener) {
   SHOAL_ASSIGN_OR_RETURN(data::Dataset full, data::LoadDataset(o_.dataset, data_dir));
   SHOAL_ASSIGN_OR_RETURN(data::Split split, data::TrainTestSplit(full, o_.test_fraction, o_.seed));
   test_ = std::move(split.test);
-  if (o_.standardize == "on" || (o_.standardize == "auto" && o_.dataset.starts_with("csv:"))) {
+  if (standardize) {
     SHOAL_RETURN_IF_ERROR(data::RequireFeatures(full, "--standardize on"));
     const data::Standardization s = data::FitStandardization(split.train);
     SHOAL_RETURN_IF_ERROR(data::Standardize(s, &test_));
