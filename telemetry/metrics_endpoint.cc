@@ -110,12 +110,10 @@ int AnswerUnlessServed(mg_connection* conn, std::initializer_list<const char*> s
   const bool known = std::any_of(served.begin(), served.end(), [&](const char* p) { return path == p; });
   if (known && method == "GET") return 0;
   const int code = known ? 405 : 404;
-  const std::string body = known ? "only GET is served here\n" : "not found: the paths served here are" +
-                                                                     [&] {
-                                                                       std::string list;
-                                                                       for (const char* p : served) list += std::string(" ") + p;
-                                                                       return list;
-                                                                     }() + "\n";
+  std::string body = known ? "only GET is served here\n" : "not found; served here:";
+  if (!known)
+    for (const char* p : served) body += std::string(" ") + p;
+  if (!known) body += "\n";
   mg_printf(conn, "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\nContent-Length: %zu\r\n%sConnection: close\r\n\r\n",
             code, known ? "Method Not Allowed" : "Not Found", body.size(), known ? "Allow: GET\r\n" : "");
   mg_write(conn, body.data(), body.size());
