@@ -1,5 +1,7 @@
 #include "aggregator_metrics.h"
 
+#include <algorithm>
+
 namespace shoal::telemetry {
 
 AggregatorMetrics::AggregatorMetrics()
@@ -16,12 +18,6 @@ void AggregatorMetrics::OnRound(const aggregator::RoundReport& r) {
   resyncs_ += r.resyncs;
   decode_seconds_ += r.decode_seconds;
   round_seconds_.Observe(r.seconds);
-  // The live state moves on with the round (the next LiveStatus may be up to 250 ms away).
-  live_.last_completed = r.round;
-  live_.round = r.round + 1;
-  live_.round_open = false;
-  live_.clients_selected = live_.updates_received = 0;
-  live_.clients_registered = r.clients_registered;
   last_ = r;
 }
 
@@ -38,7 +34,8 @@ std::vector<prometheus::MetricFamily> AggregatorMetrics::Collect() const {
   FamilyList out;
   out.Counter("shoal_rounds_completed_total", "rounds completed by this process").Value(static_cast<double>(rounds_));
   out.Gauge("shoal_last_completed_round", "the last completed round, counting those resumed from a checkpoint")
-      .Value(static_cast<double>(live_.last_completed));
+      // The last report's round; before any round of this process, the resumed one.
+      .Value(static_cast<double>(std::max(live_.last_completed, r.round)));
   out.Gauge("shoal_current_round", "the round in progress, or the next one").Value(static_cast<double>(live_.round));
   out.Gauge("shoal_round_open", "1 while a round's tasks are out").Value(live_.round_open ? 1 : 0);
   out.Gauge("shoal_clients_registered", "clients registered now").Value(static_cast<double>(live_.clients_registered));

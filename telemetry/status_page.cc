@@ -172,10 +172,6 @@ void StatusPage::OnRound(const aggregator::RoundReport& r) {
   std::lock_guard<std::mutex> lock(mu_);
   rounds_.push_back(std::move(line));
   if (rounds_.size() > kMaxRounds) rounds_.erase(rounds_.begin(), rounds_.begin() + (rounds_.size() - kMaxRounds));
-  live_.last_completed = r.round;
-  live_.round = r.round + 1;
-  live_.round_open = false;
-  live_.clients_selected = live_.updates_received = 0;
 }
 
 void StatusPage::OnStatus(const aggregator::LiveStatus& s) {

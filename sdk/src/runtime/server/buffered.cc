@@ -37,9 +37,7 @@ void Service::Impl::DispatchIdle() {
   SortByName(idle);
   // Frames are shared only by the tasks sent together: a client that heard newer frames
   // (its Ack) would refuse a task encoded before them as replayed.
-  full_frames_.clear();
-  delta_frames_.clear();
-  unchanged_frames_.clear();
+  ClearTaskFrames();
   Rng rng(o_.seed ^ kDispatchSeedTag, ++dispatches_);
   rng.Shuffle(std::span<const ClientState*>(idle));
   const size_t k = std::min(idle.size(), concurrency - training);

@@ -16,7 +16,7 @@ void Service::Impl::HandleUpdate(ClientState& c, const protocol::Header& h, prot
                   h.round);
   } else if (!IsSelected(c.id)) {
     return Reject(c.peer, ErrorCode::StaleRound, "client was not selected this round", round_.number);
-  } else if (round_.results.count(c.id) || round_.failures.count(c.id)) {
+  } else if (Settled(c.id)) {
     return Reject(c.peer, ErrorCode::Duplicate, "this round's update was already settled", round_.number);
   }
   if (round_.secagg) {

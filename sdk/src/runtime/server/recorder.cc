@@ -35,8 +35,8 @@ void Service::Impl::PrintTableRow(const RoundReport& r) {
   std::fflush(stdout);
 }
 
-void Service::Impl::PublishStatus() {
-  if (!o_.on_status || Clock::now() - last_status_ < std::chrono::milliseconds(250)) return;
+void Service::Impl::PublishStatus(bool now) {
+  if (!o_.on_status || (!now && Clock::now() - last_status_ < std::chrono::milliseconds(250))) return;
   last_status_ = Clock::now();
   LiveStatus s;
   s.round = round_.open ? round_.number : last_completed_ + 1;
@@ -46,14 +46,16 @@ void Service::Impl::PublishStatus() {
   s.updates_received = round_.open ? round_.results.size() : 0;
   s.last_completed = last_completed_;
   if (round_.open) s.round_seconds = MillisSince(round_.started) / 1000.0;
-  std::vector<uint32_t> waiting;  // selected, update still expected; sorted, for lookups
-  if (round_.open)
+  // Synchronous rounds: the selected clients neither reported nor failed yet, sorted for
+  // lookups; an asynchronous strategy marks the clients it waits for (`training`).
+  std::vector<uint32_t> waiting;
+  if (round_.open && !async_)
     for (uint32_t id : round_.selected)
-      if (round_.results.count(id) == 0) waiting.push_back(id);
+      if (!Settled(id)) waiting.push_back(id);
   std::sort(waiting.begin(), waiting.end());
   s.clients.reserve(clients_.size());
   for (const auto& [id, c] : clients_) {
-    const bool selected = std::binary_search(waiting.begin(), waiting.end(), id);
+    const bool selected = async_ ? c.training : std::binary_search(waiting.begin(), waiting.end(), id);
     s.clients.push_back({id, c.name, MillisSince(c.last_seen) / 1000.0, c.bytes_up, c.bytes_down, c.rounds_reported,
                          selected});
   }

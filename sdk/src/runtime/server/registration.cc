@@ -93,7 +93,7 @@ void Service::Impl::HandleHello(const transport::Listener::Inbound& in, const pr
 
 void Service::Impl::FailClient(uint32_t id, const std::string& reason) {
   // After the Bye there is no round to fail (an asynchronous strategy's clients leave mid-task).
-  if (closing_ || !IsSelected(id) || (!async_ && (round_.results.count(id) || round_.failures.count(id)))) return;
+  if (closing_ || !IsSelected(id) || (!async_ && Settled(id))) return;
   round_.assembling.erase(id);
   round_.incoming.erase(id);
   auto it = clients_.find(id);

@@ -19,9 +19,7 @@ bool Service::Impl::MaybeStartRound() {
   round_.deadline = round_.started + std::chrono::milliseconds(round_.deadline_ms);
   round_.traffic_at_start = server_->traffic();
   round_config_ = strategy_->Configure(number);
-  full_frames_.clear();
-  delta_frames_.clear();
-  unchanged_frames_.clear();
+  ClearTaskFrames();
   resyncs_ = 0;
   if (async_) {
     ExpireStaleTasks();
@@ -96,8 +94,7 @@ void Service::Impl::SendTask(ClientState& c, bool force_full) {
 
 void Service::Impl::HandleResync(ClientState& c, const protocol::Header& h, const protocol::Resync& r) {
   const bool expected = async_ ? c.training && h.round == c.task_round
-                               : h.round == round_.number && IsSelected(c.id) && !round_.results.count(c.id) &&
-                                     !round_.failures.count(c.id);
+                               : h.round == round_.number && IsSelected(c.id) && !Settled(c.id);
   if (!round_.open || !expected) return;  // nothing to train now; the next task will carry what the client needs
   ++resyncs_;
   full_frames_.clear();  // encoded now: the client refuses frames older than those it has heard
@@ -119,7 +116,7 @@ void Service::Impl::ResetRound(uint64_t number) {
 Status Service::Impl::CloseRound() {
   if (!async_) {  // an asynchronous strategy's clients keep training for the next commits
     for (uint32_t id : round_.selected) {
-      if (round_.results.count(id) || round_.failures.count(id)) continue;
+      if (Settled(id)) continue;
       FailClient(id, "deadline");
       deadline_.Observe(round_.deadline_ms / 1000.0);  // censored: it would have taken longer
     }
@@ -282,6 +279,7 @@ Status Service::Impl::CloseRound() {
                r.test_loss, r.clients_reported, r.clients_selected, r.seconds);
   if (o_.on_round) o_.on_round(r);
   ResetRound(last_completed_);
+  PublishStatus(/*now=*/true);
   return Status::Ok();
 }
 

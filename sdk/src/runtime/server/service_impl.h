@@ -197,6 +197,8 @@ class Service::Impl {
     return round_.open && std::find(round_.selected.begin(), round_.selected.end(), id) != round_.selected.end();
   }
   void FailClient(uint32_t id, const std::string& reason);
+  // Whether the open round already has this client's update or failure (synchronous rounds).
+  bool Settled(uint32_t id) const { return round_.results.count(id) || round_.failures.count(id); }
 
   // Rounds.
   // Canonical order (by name, then id), the base of every seeded selection.
@@ -238,7 +240,8 @@ class Service::Impl {
   // --max-staleness or no commit is being filled.
   std::optional<uint64_t> BufferedStaleness(ClientState& c, uint64_t round);
   Status WriteMetrics(const nlohmann::json& line);
-  void PublishStatus();  // on_status, every 250 ms at most
+  // on_status: every 250 ms at most, and at once when `now` (a round has just closed).
+  void PublishStatus(bool now = false);
   void PrintTableRow(const RoundReport& r);
   Status SaveCheckpoint();
   void SendByeToAll(const std::string& reason);
@@ -269,6 +272,12 @@ class Service::Impl {
   RoundConfig round_config_;
   // This round's task frames by kind, encoded on first use and shared by every client.
   std::vector<transport::SharedFrame> full_frames_, delta_frames_, unchanged_frames_;
+  // Drops the cached task frames: the next tasks are encoded afresh.
+  void ClearTaskFrames() {
+    full_frames_.clear();
+    delta_frames_.clear();
+    unchanged_frames_.clear();
+  }
   data::Dataset test_;
   TaskConfig task_;
   ParameterArena global_;
