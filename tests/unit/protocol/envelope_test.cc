@@ -36,6 +36,18 @@ TaskConfig SampleTask() {
   return t;
 }
 
+// A Welcome carrying `task`, encoded, verified (the frame must pass) and decoded again.
+StatusOr<WelcomeInfo> TaskRoundTrip(const TaskConfig& task) {
+  WelcomeInfo w;
+  w.client_id = 7;
+  w.task = task;
+  Frame f = EncodeWelcome({11, 0, 0, 3}, w);
+  Verified v = VerifyFrame(f, f.size());
+  EXPECT_TRUE(v.ok()) << v.reason;
+  if (!v.ok()) return Status::Protocol("the frame did not verify: " + v.reason);
+  return DecodeWelcome(v.envelope->message_as_Welcome());
+}
+
 TEST(Envelope, WelcomeRoundTripsEveryField) {
   WelcomeInfo w;
   w.client_id = 7;
@@ -72,26 +84,16 @@ TEST(Envelope, WelcomeRoundTripsEveryField) {
 // with none.
 TEST(Envelope, WelcomeRefusesACodecSlowWithoutAValidRate) {
   for (double rate : {0.0, -1.0, std::nan(""), static_cast<double>(INFINITY)}) {
-    WelcomeInfo w;
-    w.client_id = 7;
-    w.task = SampleTask();
-    w.task.slow_below_mbps = rate;
-    Frame f = EncodeWelcome({11, 0, 0, 3}, w);
-    Verified v = VerifyFrame(f, f.size());
-    ASSERT_TRUE(v.ok()) << v.reason;
-    auto back = DecodeWelcome(v.envelope->message_as_Welcome());
+    TaskConfig t = SampleTask();
+    t.slow_below_mbps = rate;
+    auto back = TaskRoundTrip(t);
     ASSERT_FALSE(back.ok()) << rate;
     EXPECT_NE(back.status().message().find("slow_below_mbps"), std::string::npos);
   }
-  WelcomeInfo plain;
-  plain.client_id = 7;
-  plain.task = SampleTask();
-  plain.task.codec_slow.clear();
-  plain.task.slow_below_mbps = 0;
-  Frame f = EncodeWelcome({11, 0, 0, 3}, plain);
-  Verified v = VerifyFrame(f, f.size());
-  ASSERT_TRUE(v.ok()) << v.reason;
-  auto back = DecodeWelcome(v.envelope->message_as_Welcome());
+  TaskConfig plain = SampleTask();
+  plain.codec_slow.clear();
+  plain.slow_below_mbps = 0;
+  auto back = TaskRoundTrip(plain);
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->task.codec_slow, "");
 }
@@ -99,30 +101,21 @@ TEST(Envelope, WelcomeRefusesACodecSlowWithoutAValidRate) {
 // A task's standardization: equal lengths, finite numbers, scales > 0; refused otherwise with
 // a message naming it. Hello's capabilities travel beside its codecs.
 TEST(Envelope, StandardizationIsCheckedAndHelloCarriesItsFeatures) {
-  auto decode = [](const TaskConfig& task) {
-    WelcomeInfo w;
-    w.client_id = 7;
-    w.task = task;
-    Frame f = EncodeWelcome({11, 0, 0, 3}, w);
-    Verified v = VerifyFrame(f, f.size());
-    EXPECT_TRUE(v.ok()) << v.reason;
-    return DecodeWelcome(v.envelope->message_as_Welcome());
-  };
-  auto back = decode(SampleTask());
+  auto back = TaskRoundTrip(SampleTask());
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->task.feature_mean, SampleTask().feature_mean);
   EXPECT_EQ(back->task.feature_scale, SampleTask().feature_scale);
   TaskConfig shorter = SampleTask();
   shorter.feature_scale.pop_back();
-  EXPECT_NE(decode(shorter).status().message().find("differ in length"), std::string::npos);
+  EXPECT_NE(TaskRoundTrip(shorter).status().message().find("differ in length"), std::string::npos);
   for (float bad : {0.0f, -1.0f, std::nanf(""), INFINITY}) {
     TaskConfig t = SampleTask();
     t.feature_scale[1] = bad;
-    EXPECT_NE(decode(t).status().message().find("standardization of feature 1"), std::string::npos) << bad;
+    EXPECT_NE(TaskRoundTrip(t).status().message().find("standardization of feature 1"), std::string::npos) << bad;
   }
   TaskConfig nan_mean = SampleTask();
   nan_mean.feature_mean[2] = std::nanf("");
-  EXPECT_FALSE(decode(nan_mean).ok());
+  EXPECT_FALSE(TaskRoundTrip(nan_mean).ok());
 
   Frame hello = EncodeHello({0, 0, 0, 1}, "c", 10, "builtin", {"int8"}, {"standardize"});
   Verified v = VerifyFrame(hello, hello.size());
@@ -300,15 +293,7 @@ TEST(Payload, DenseDecodeChecksSizeAndFiniteness) {
 }
 
 TEST(Task, DecodeRejectsHostileFields) {
-  auto encode_and_decode = [](const TaskConfig& t) {
-    WelcomeInfo w;
-    w.client_id = 1;
-    w.task = t;
-    Frame f = EncodeWelcome({1, 0, 0, 1}, w);
-    Verified v = VerifyFrame(f, 1 << 20);
-    EXPECT_TRUE(v.ok());
-    return DecodeWelcome(v.envelope->message_as_Welcome()).status();
-  };
+  auto encode_and_decode = [](const TaskConfig& t) { return TaskRoundTrip(t).status(); };
   EXPECT_TRUE(encode_and_decode(SampleTask()).ok());
   TaskConfig t = SampleTask();
   t.layout[0].shape = {4, 0};
