@@ -67,7 +67,6 @@ void Peer::ServiceConnections() {
 
 // Founding the swarm: its id, task and settings are this peer's.
 Status Peer::Found() {
-  founding_ = true;
   swarm_ = crypto::RandomU64() | 1;
   protocol::SwarmInfo& s = swarm_info_;
   s.task = o_.task;
@@ -83,7 +82,7 @@ Status Peer::Found() {
               {"eval_every", o_.eval_every}, {"min_peers", o_.min_peers}};
   if (s.step_timeout_ms == 0 || s.heartbeat_interval_ms == 0 || s.heartbeat_timeout_ms <= s.heartbeat_interval_ms)
     return Status::InvalidArgument("--heartbeat-timeout must exceed --heartbeat-interval, and timeouts be positive");
-  SHOAL_RETURN_IF_ERROR(data::WantsStandardization(o_.standardize, o_.data.dataset).status());
+  SHOAL_ASSIGN_OR_RETURN(fit_standardization_, data::WantsStandardization(o_.standardize, o_.data.dataset));
   SHOAL_RETURN_IF_ERROR(InitTask());
   spdlog::info("peer {}: founded swarm {:016x}", self_.name, swarm_);
   return Status::Ok();

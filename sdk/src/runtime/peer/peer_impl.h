@@ -143,7 +143,8 @@ class Peer {
   // Membership (membership.cc).
   Status Join(const std::atomic<bool>& stop, std::vector<transport::Listener::Inbound>* early);
   Status Found();  // this peer founds the swarm
-  bool founding_ = false;  // set by Found: this peer's settings become the swarm's
+  // Set by Found: this founder fits the feature standardization the swarm's task carries.
+  bool fit_standardization_ = false;
   // A peer listed in its own --peers founds the swarm when no other listed peer answers within
   // (its place + 1) times this (Join).
   static constexpr std::chrono::milliseconds kFounderWait{2000};

@@ -70,8 +70,7 @@ Status Peer::InitTrainer(std::vector<float>* init) {
                                             o_.data.partition_scheme));
   auto local = std::make_shared<const data::Dataset>(std::move(part));
   test_ = std::move(split.test);  // the held-out split, for evaluation
-  SHOAL_ASSIGN_OR_RETURN(const bool standardize, data::WantsStandardization(o_.standardize, o_.data.dataset));
-  if (founding_ && standardize) {
+  if (fit_standardization_) {
     SHOAL_RETURN_IF_ERROR(data::RequireFeatures(full, "--standardize on"));
     const data::Standardization s = data::FitStandardization(split.train);
     task.feature_mean = s.mean;
