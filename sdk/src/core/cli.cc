@@ -1,15 +1,15 @@
 #include "core/cli.h"
 
 #include <signal.h>
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include <spdlog/pattern_formatter.h>
+#include <nlohmann/json.hpp>
 
 #include <cctype>
 #include <cstdio>
 #include <memory>
-#include <string_view>
 
 namespace shoal::cli {
 namespace {
@@ -21,24 +21,14 @@ bool g_json_logs = false;  // InitLogging's format is json: Fail logs its error 
 extern "C" void OnStopSignal(int) { g_stop.store(true); }
 extern "C" void OnReloadSignal(int) { g_reload.store(true); }
 
-// %* in a pattern: the message as the inside of a JSON string (quotes, backslashes and
-// control characters escaped).
+// %* in a pattern: the message as the inside of a JSON string, escaped by nlohmann::json (bytes
+// that are not UTF-8 become U+FFFD, so every line stays valid JSON).
 class JsonMessage final : public spdlog::custom_flag_formatter {
  public:
   void format(const spdlog::details::log_msg& msg, const std::tm&, spdlog::memory_buf_t& dest) override {
-    static constexpr char kHex[] = "0123456789abcdef";
-    for (char ch : std::string_view(msg.payload.data(), msg.payload.size())) {
-      const auto c = static_cast<unsigned char>(ch);
-      if (c == '"' || c == '\\') {
-        dest.push_back('\\');
-        dest.push_back(ch);
-      } else if (c < 0x20) {
-        const char esc[] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
-        dest.append(esc, esc + sizeof esc);
-      } else {
-        dest.push_back(ch);
-      }
-    }
+    const std::string quoted = nlohmann::json(std::string(msg.payload.data(), msg.payload.size()))
+                                   .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    dest.append(quoted.data() + 1, quoted.data() + quoted.size() - 1);  // without the quotes
   }
   std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<JsonMessage>(); }
 };
