@@ -131,6 +131,10 @@ StatusOr<std::string> ParseListenAddress(const std::string& listen, const std::s
   return host + ":" + std::to_string(port);
 }
 
+std::string BoundAddress(const std::string& address, const std::vector<int>& ports) {
+  return ports.empty() ? address : address.substr(0, address.rfind(':') + 1) + std::to_string(ports.front());
+}
+
 StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const std::string& listen, const std::string& program,
                                                                   std::shared_ptr<prometheus::Collectable> source) {
   SHOAL_ASSIGN_OR_RETURN(const std::string address, ParseListenAddress(listen, "--metrics-listen"));
@@ -146,8 +150,7 @@ StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(const std::str
   } catch (const std::exception& ex) {
     return Status::Unavailable("--metrics-listen " + listen + ": cannot listen there (" + ex.what() + ")");
   }
-  const std::vector<int> ports = e->exposer_->GetListeningPorts();
-  e->address_ = ports.empty() ? address : address.substr(0, address.rfind(':') + 1) + std::to_string(ports.front());
+  e->address_ = BoundAddress(address, e->exposer_->GetListeningPorts());
   e->collectables_ = {std::move(source), std::make_shared<ProcessFacts>(program)};
   for (const auto& c : e->collectables_) e->exposer_->RegisterCollectable(c);
   return e;

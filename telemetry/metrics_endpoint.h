@@ -49,6 +49,9 @@ class FamilyList {
 // or [IPv6]) or a bare "PORT", which means 127.0.0.1 (loopback by default). Port 0 asks for
 // a free one. InvalidArgument naming `flag` otherwise.
 StatusOr<std::string> ParseListenAddress(const std::string& listen, const std::string& flag);
+// The address a server bound: `address` (HOST:PORT as parsed) with the port civetweb reports
+// (a port 0 asked for a free one).
+std::string BoundAddress(const std::string& address, const std::vector<int>& ports);
 
 // Debian 12's civetweb (1.15) crashes the process while writing its own error page (seen for
 // GET of an unknown path: a segfault in mg_send_http_error). So both servers answer, in their

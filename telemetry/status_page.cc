@@ -151,8 +151,7 @@ StatusOr<std::unique_ptr<StatusPage>> StatusPage::Start(const std::string& liste
   }
   p->server_->addHandler("/status.json", p->json_.get());
   p->server_->addHandler("/$", p->page_.get());  // exactly "/"
-  const std::vector<int> ports = p->server_->getListeningPorts();
-  p->address_ = ports.empty() ? address : address.substr(0, address.rfind(':') + 1) + std::to_string(ports.front());
+  p->address_ = BoundAddress(address, p->server_->getListeningPorts());
   return p;
 }
 
