@@ -62,12 +62,8 @@ int main(int argc, char** argv) {
   shoal::telemetry::AggregatorEndpoints endpoints;
   if (!metrics_listen.empty() || !status_listen.empty()) endpoints.Observe(o);
   auto service = shoal::aggregator::Service::Create(o);
-  if (!service.ok()) {
-    const bool usage = service.status().code() == shoal::StatusCode::kInvalidArgument;
-    return shoal::cli::Fail(kProgram, service.status().message(), usage ? 2 : 1);
-  }
-  if (auto st = endpoints.Start(metrics_listen, status_listen, kProgram); !st.ok())
-    return shoal::cli::Fail(kProgram, st.message(), st.code() == shoal::StatusCode::kInvalidArgument ? 2 : 1);
+  if (!service.ok()) return shoal::cli::Fail(kProgram, service.status());
+  if (auto st = endpoints.Start(metrics_listen, status_listen, kProgram); !st.ok()) return shoal::cli::Fail(kProgram, st);
   shoal::Status st = (*service)->Run(stop, &reload);
   if (!st.ok()) return shoal::cli::Fail(kProgram, st.message());
   return 0;

@@ -72,10 +72,7 @@ int main(int argc, char** argv) {
 
   const auto& stop = shoal::cli::InstallStopSignals();
   auto sim = shoal::sim::Simulator::Create(o);
-  if (!sim.ok()) {
-    const bool usage = sim.status().code() == shoal::StatusCode::kInvalidArgument;
-    return shoal::cli::Fail(kProgram, sim.status().message(), usage ? 2 : 1);
-  }
+  if (!sim.ok()) return shoal::cli::Fail(kProgram, sim.status());
   auto report = (*sim)->Run(stop);
   if (!report.ok()) return shoal::cli::Fail(kProgram, report.status().message());
   const auto& r = *report;

@@ -139,12 +139,9 @@ int main(int argc, char** argv) {
 
   // The flags first: a bad one is named before any data is loaded or device probed.
   if (auto st = shoal::ValidateClientOptions(co); !st.ok())
-    return shoal::cli::Fail(kProgram, st.message(), st.code() == shoal::StatusCode::kInvalidArgument ? 2 : 1);
+    return shoal::cli::Fail(kProgram, st);
   auto trainer = shoal::MakeBuiltinTrainer(to);
-  if (!trainer.ok()) {
-    const bool usage = trainer.status().code() == shoal::StatusCode::kInvalidArgument;
-    return shoal::cli::Fail(kProgram, trainer.status().message(), usage ? 2 : 1);
-  }
+  if (!trainer.ok()) return shoal::cli::Fail(kProgram, trainer.status());
   Reporter reporter(!no_progress && isatty(STDERR_FILENO));
   co.on_event = [&reporter](const shoal::ClientEvent& e) { reporter(e); };
 
@@ -162,5 +159,5 @@ int main(int argc, char** argv) {
     spdlog::info("trained {} rounds; sent {}, received {}", s.rounds_trained, Human(s.bytes_sent), Human(s.bytes_received));
     return 0;
   }
-  return shoal::cli::Fail(kProgram, st.message(), st.code() == shoal::StatusCode::kInvalidArgument ? 2 : 1);
+  return shoal::cli::Fail(kProgram, st);
 }

@@ -117,9 +117,7 @@ int main(int argc, char** argv) {
   if (!metrics_listen.empty()) {
     auto metrics = std::make_shared<shoal::telemetry::PeerMetrics>();
     auto started = shoal::telemetry::MetricsEndpoint::Start(metrics_listen, kProgram, metrics);
-    if (!started.ok())
-      return shoal::cli::Fail(kProgram, started.status().message(),
-                              started.status().code() == shoal::StatusCode::kInvalidArgument ? 2 : 1);
+    if (!started.ok()) return shoal::cli::Fail(kProgram, started.status());
     endpoint = std::move(*started);
     o.on_step = [metrics](const shoal::PeerStep& s) { metrics->OnStep(s); };
     spdlog::info("Prometheus metrics at http://{}/metrics", endpoint->address());
@@ -127,5 +125,5 @@ int main(int argc, char** argv) {
   auto& stop = shoal::cli::InstallStopSignals();
   shoal::Status st = shoal::RunPeer(o, stop);
   if (st.ok() || st.code() == shoal::StatusCode::kCancelled) return 0;
-  return shoal::cli::Fail(kProgram, st.message(), st.code() == shoal::StatusCode::kInvalidArgument ? 2 : 1);
+  return shoal::cli::Fail(kProgram, st);
 }

@@ -95,6 +95,10 @@ StatusOr<uint64_t> ParseByteSize(const std::string& text) {
   return static_cast<uint64_t>(v * mult);
 }
 
+int Fail(const std::string& program, const Status& status) {
+  return Fail(program, status.message(), status.code() == StatusCode::kInvalidArgument ? 2 : 1);
+}
+
 int Fail(const std::string& program, const std::string& message, int exit_code) {
   if (g_json_logs) {
     spdlog::error("{}: error: {}", program, message);  // one more JSON line

@@ -25,5 +25,7 @@ StatusOr<uint64_t> ParseByteSize(const std::string& text);
 // Prints "PROGRAM: error: MESSAGE" to stderr (with --log-format json: as a JSON log line,
 // level "error") and returns the exit code to use.
 int Fail(const std::string& program, const std::string& message, int exit_code = 1);
+// The same for a failed Status: exit code 2 when it is InvalidArgument (bad usage), else 1.
+int Fail(const std::string& program, const Status& status);
 
 }  // namespace shoal::cli
