@@ -2,6 +2,7 @@
 
 #include <CivetServer.h>
 #include <prometheus/exposer.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -35,7 +36,7 @@ class ProcessFacts : public prometheus::Collectable {
         .Value(1, {{"version", SHOAL_VERSION_STRING}, {"program", program_}});
     const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
     // /proc/self/stat: after the parenthesised command name come fields 3, 4, ... (1-based,
-    // pid being 1): utime is field 14, stime 15, starttime 22, all in clock ticks.
+    // pid being 1): starttime is field 22, in clock ticks.
     std::ifstream stat("/proc/self/stat");
     std::string line;
     std::getline(stat, line);
@@ -45,8 +46,13 @@ class ProcessFacts : public prometheus::Collectable {
       for (std::string v; rest >> v;) fields.push_back(v);
     }
     auto field = [&](size_t k) { return k - 3 < fields.size() ? std::strtod(fields[k - 3].c_str(), nullptr) : 0.0; };
+    // CPU time from getrusage, in microseconds: /proc's clock ticks (10 ms) read 0 for a
+    // process that has worked less than one tick, and a scrape early in a run is such a case.
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    auto seconds = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
     out.Counter("process_cpu_seconds_total", "user and system CPU time of this process")
-        .Value((field(14) + field(15)) / tick);
+        .Value(seconds(usage.ru_utime) + seconds(usage.ru_stime));
     double boot = 0;
     std::ifstream proc_stat("/proc/stat");
     for (std::string key; proc_stat >> key;)
