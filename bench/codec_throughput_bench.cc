@@ -1,6 +1,8 @@
-// Codec throughput: encode and decode bytes/s of each quantizer stage on its own and of full
-// specs through Codec, on one tensor of SHOAL_BENCH_FLOATS floats (default 64M = 256 MiB),
-// next to single-threaded memcpy of the same bytes measured in the same run.
+// Codec throughput: encode and decode bytes/s of each quantizer stage on its own, of the top-k
+// selector, and of full specs through Codec (EncodeInto with the payload buffer reused, as the
+// runtime does), on one tensor of SHOAL_BENCH_FLOATS floats (default 64M = 256 MiB), next to
+// single-threaded memcpy of the same bytes measured in the same run. Every benchmark runs at
+// each SIMD level the CPU has (name suffix /baseline, /avx2; codec/simd.h).
 //   bytes_per_second  input fp32 bytes per second (encode) / output fp32 bytes (decode)
 //   x_memcpy          that rate as a fraction of the memcpy rate measured at startup
 // Run: build/bin/codec_throughput_bench [--benchmark_filter=...]
@@ -16,6 +18,7 @@
 
 #include "codec/bytes.h"
 #include "codec/codec.h"
+#include "codec/simd.h"
 #include "codec/stages.h"
 #include "core/rng.h"
 
@@ -90,10 +93,10 @@ void BM_QuantizerEncode(benchmark::State& state, const std::string& name) {
   const auto& in = Input();
   ByteWriter w;
   w.Reserve(q->MaxEncodedBytes(in.size()));
-  q->Encode(in, RoundContext{}, 0, &w);  // touch the pages once
+  if (!q->Encode(in, RoundContext{}, 0, &w).ok()) state.SkipWithError("encode failed");  // touch the pages once
   for (auto _ : state) {
     w.Clear();
-    q->Encode(in, RoundContext{}, 0, &w);
+    (void)q->Encode(in, RoundContext{}, 0, &w);
     benchmark::DoNotOptimize(w.data());
   }
   state.counters["payload_bytes"] = static_cast<double>(w.size());
@@ -104,7 +107,7 @@ void BM_QuantizerDecode(benchmark::State& state, const std::string& name) {
   auto q = MakeQuantizer(name);
   const auto& in = Input();
   ByteWriter w;
-  q->Encode(in, RoundContext{}, 0, &w);
+  if (!q->Encode(in, RoundContext{}, 0, &w).ok()) state.SkipWithError("encode failed");
   std::vector<float> out(in.size(), 0.0f);
   for (auto _ : state) {
     ByteReader r(w.bytes());
@@ -123,14 +126,27 @@ std::unique_ptr<Codec> MakeCodec(const std::string& spec) {
 void BM_CodecEncode(benchmark::State& state, const std::string& spec) {
   auto c = MakeCodec(spec);
   const auto& in = Input();
-  size_t bytes = 0;
+  std::vector<uint8_t> payload;
+  if (!c->EncodeInto(in, RoundContext{}, &payload).ok()) state.SkipWithError("encode failed");  // warm the buffers
   for (auto _ : state) {
-    auto p = c->Encode(in, RoundContext{});
-    if (!p.ok()) state.SkipWithError(p.status().ToString().c_str());
-    bytes = p->size();
-    benchmark::DoNotOptimize(p->data());
+    if (Status s = c->EncodeInto(in, RoundContext{}, &payload); !s.ok()) state.SkipWithError(s.ToString().c_str());
+    benchmark::DoNotOptimize(payload.data());
   }
-  state.counters["payload_bytes"] = static_cast<double>(bytes);
+  state.counters["payload_bytes"] = static_cast<double>(payload.size());
+  SetRate(state, in.size() * 4);
+}
+
+void BM_SelectTopK(benchmark::State& state, const std::string& params) {
+  const size_t eq = params.find('=');
+  const StageSpec spec{"topk", {{params.substr(0, eq), params.substr(eq + 1)}}};
+  auto sel = MakeTopK(spec);
+  if (!sel.ok()) std::abort();
+  const auto& in = Input();
+  std::vector<uint32_t> idx;
+  for (auto _ : state) {
+    (*sel)->Select(in, 0, RoundContext{}, 0, &idx);
+    benchmark::DoNotOptimize(idx.data());
+  }
   SetRate(state, in.size() * 4);
 }
 
@@ -157,13 +173,29 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("floats", std::to_string(Input().size()));
   benchmark::AddCustomContext("memcpy_GBps_at_start", std::to_string(g_memcpy_bps / 1e9));
   benchmark::RegisterBenchmark("memcpy", BM_Memcpy)->Unit(benchmark::kMillisecond)->UseRealTime();
-  for (std::string q : {"bf16", "fp16", "int8", "sign", "qsgd"}) {
-    benchmark::RegisterBenchmark(("quantize_encode/" + q).c_str(), BM_QuantizerEncode, q)->Unit(benchmark::kMillisecond)->UseRealTime();
-    benchmark::RegisterBenchmark(("quantize_decode/" + q).c_str(), BM_QuantizerDecode, q)->Unit(benchmark::kMillisecond)->UseRealTime();
-  }
-  for (std::string s : {"int8", "bf16", "ef|sign", "ef|topk:ratio=0.01|int8"}) {
-    benchmark::RegisterBenchmark(("codec_encode/" + s).c_str(), BM_CodecEncode, s)->Unit(benchmark::kMillisecond)->UseRealTime();
-    benchmark::RegisterBenchmark(("codec_decode/" + s).c_str(), BM_CodecDecode, s)->Unit(benchmark::kMillisecond)->UseRealTime();
+  // Each benchmark at each SIMD level: the level is forced around the registered function.
+  for (simd::Level level : {simd::Level::kBaseline, simd::Level::kAvx2}) {
+    if (!simd::Supported(level)) continue;
+    const std::string suffix = std::string("/") + simd::Name(level);
+    auto at_level = [level](auto fn) {
+      return [level, fn](benchmark::State& state) {
+        simd::ForceForTesting(level);
+        fn(state);
+        simd::ForceForTesting(std::nullopt);
+      };
+    };
+    auto add = [&](const std::string& name, auto fn) {
+      benchmark::RegisterBenchmark((name + suffix).c_str(), at_level(fn))->Unit(benchmark::kMillisecond)->UseRealTime();
+    };
+    for (std::string q : {"bf16", "fp16", "int8", "sign", "qsgd"}) {
+      add("quantize_encode/" + q, [q](benchmark::State& st) { BM_QuantizerEncode(st, q); });
+      add("quantize_decode/" + q, [q](benchmark::State& st) { BM_QuantizerDecode(st, q); });
+    }
+    add("select/topk:ratio=0.01", [](benchmark::State& st) { BM_SelectTopK(st, "ratio=0.01"); });
+    for (std::string s : {"int8", "bf16", "ef|int8", "ef|sign", "ef|topk:ratio=0.01|int8", "demo:chunk=64,topk=8,bits=1"}) {
+      add("codec_encode/" + s, [s](benchmark::State& st) { BM_CodecEncode(st, s); });
+      add("codec_decode/" + s, [s](benchmark::State& st) { BM_CodecDecode(st, s); });
+    }
   }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "codec/bytes.h"
+#include "codec/kernels.h"
 #include "codec/stages.h"
 
 namespace shoal::codec {
@@ -25,7 +26,8 @@ class Bf16 final : public Quantizer {
   StageId id() const override { return StageId::kBf16; }
   size_t MaxEncodedBytes(size_t n) const override { return 2 * n; }
 
-  void Encode(std::span<const float> values, const RoundContext&, size_t, ByteWriter* out) const override {
+  Status Encode(std::span<const float> values, const RoundContext&, size_t, ByteWriter* out) const override {
+    if (const size_t bad = kernels::FirstNonFinite(values); bad != kernels::kAllFinite) return NotFinite(bad);
     const size_t n = values.size();
     uint8_t* p = out->Extend(n * 2);
     const float* x = values.data();
@@ -39,6 +41,7 @@ class Bf16 final : public Quantizer {
       uint16_t h = FloatToBf16(x[i]);
       std::memcpy(p + 2 * i, &h, 2);
     }
+    return Status::Ok();
   }
 
   Status Decode(ByteReader* in, std::span<float> values) const override {

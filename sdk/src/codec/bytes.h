@@ -4,6 +4,7 @@
 // Corruption naming what was being read, so hostile payloads fail cleanly.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -20,9 +21,13 @@ static_assert(std::endian::native == std::endian::little, "the codec wire format
 class ByteWriter {
  public:
   ByteWriter() = default;
+  // Writes into `buffer`, emptied first, keeping its capacity (Release gives it back).
+  explicit ByteWriter(std::vector<uint8_t> buffer) : buf_(std::move(buffer)) { buf_.clear(); }
   void Reserve(size_t n) { buf_.reserve(n); }
   // Empties the writer, keeping its capacity (reuse across encodes).
   void Clear() { buf_.clear(); }
+  // Drops everything after the first n bytes.
+  void Truncate(size_t n) { buf_.resize(std::min(n, buf_.size())); }
 
   void PutU8(uint8_t v) { buf_.push_back(v); }
   void PutU16(uint16_t v) { Put(&v, sizeof v); }
@@ -51,6 +56,7 @@ class ByteWriter {
   size_t size() const { return buf_.size(); }
   uint8_t* data() { return buf_.data(); }
   const std::vector<uint8_t>& bytes() const { return buf_; }
+  std::vector<uint8_t>* mutable_bytes() { return &buf_; }
   std::vector<uint8_t> Release() { return std::move(buf_); }
 
  private:

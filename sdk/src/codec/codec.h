@@ -125,11 +125,23 @@ class Quantizer {
  public:
   virtual ~Quantizer() = default;
   virtual StageId id() const = 0;
-  virtual void Encode(std::span<const float> values, const RoundContext& ctx, size_t tensor_index,
-                      ByteWriter* out) const = 0;
+  // Appends the encoding of `values`. Checks finiteness in its own pass over the values:
+  // InvalidArgument "value I is not finite" (I within `values`, the first such) when one is
+  // not, the bytes appended then unspecified. Beyond a format's range it saturates.
+  virtual Status Encode(std::span<const float> values, const RoundContext& ctx, size_t tensor_index,
+                        ByteWriter* out) const = 0;
+  // Error feedback fused into encoding: encodes x, x[i] = fl(update[i] + residual[i]) (or
+  // x = update when `residual` is empty), exactly as Encode(x) would, and writes the new
+  // residual next_residual[i] = fl(x[i] - d[i]), d being exactly what Decode returns for the
+  // bytes appended. No decode pass and no x buffer where a stage overrides it (int8, sign);
+  // the default materializes x in next_residual, encodes it and decodes its own bytes.
+  // next_residual may alias `update` only when `residual` is empty. Errors as Encode's, for x;
+  // next_residual is then unspecified.
+  virtual Status EncodeWithFeedback(std::span<const float> update, std::span<const float> residual,
+                                    const RoundContext& ctx, size_t tensor_index, ByteWriter* out,
+                                    std::span<float> next_residual) const;
   // Reads exactly values.size() values; Corruption on truncated or invalid input (NaN scale).
-  // On success every decoded value is finite. Encode expects finite values (Codec::Encode
-  // refuses others); beyond a format's range it saturates.
+  // On success every decoded value is finite.
   virtual Status Decode(ByteReader* in, std::span<float> values) const = 0;
   // The most bytes Encode writes for n values (bounds zstd frames and allocations on decode).
   virtual size_t MaxEncodedBytes(size_t n) const = 0;
@@ -164,6 +176,10 @@ class Codec {
   // fp32 values, bf16, fp16 within +-65504, deterministic int8. Otherwise (sign, QSGD, stochastic int8) the
   // error is at most half an ulp of the residual: |d + r' - x| <= 2^-24 |x - d| per value.
   StatusOr<std::vector<uint8_t>> Encode(std::span<const float> update, const RoundContext& ctx);
+  // Encode into *payload, replacing its contents and reusing its capacity: an encoder that
+  // passes back the same vector each round allocates nothing once warm. On error the residual
+  // is unchanged and *payload unspecified.
+  Status EncodeInto(std::span<const float> update, const RoundContext& ctx, std::vector<uint8_t>* payload);
   // Decodes a payload into `out` (size = the layout's). Never reads outside `payload`.
   Status Decode(std::span<const uint8_t> payload, const RoundContext& ctx, std::span<float> out) const;
   // Drops error-feedback residuals and transform state (e.g. after a model resync).

@@ -8,6 +8,12 @@
 // Wire: nothing. Error feedback is encoder-side state, not listed in the payload header, so a
 // decoder with or without "ef" reads the same payload. With a dense rest (the spec "ef" alone)
 // decoding is exact and the residual stays zero. Takes no parameters.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "codec/bytes.h"
+#include "codec/kernels.h"
 #include "codec/stages.h"
 
 namespace shoal::codec {
@@ -17,13 +23,26 @@ constinit const StageDecl kErrorFeedbackStage = {
     .summary = "error feedback: what a payload lost is added to the next update",
     .params = {}, .factory = &BuildPlain<ErrorFeedback, ErrorFeedback>};
 
-void ErrorFeedback::Apply(std::span<const float> update, std::vector<float>* x) const {
-  x->resize(update.size());
-  for (size_t i = 0; i < update.size(); ++i) (*x)[i] = update[i] + residual_[i];
-}
+Status NotFinite(size_t index) { return Status::InvalidArgument("value " + std::to_string(index) + " is not finite"); }
 
-void ErrorFeedback::Update(std::span<const float> x, std::span<const float> decoded) {
-  for (size_t i = 0; i < residual_.size(); ++i) residual_[i] = x[i] - decoded[i];
+// The unfused path, for quantizers without a fused body: x into next_residual, Encode, decode
+// the bytes just written, subtract.
+Status Quantizer::EncodeWithFeedback(std::span<const float> update, std::span<const float> residual,
+                                     const RoundContext& ctx, size_t tensor_index, ByteWriter* out,
+                                     std::span<float> next_residual) const {
+  if (!residual.empty()) {
+    if (const size_t bad = kernels::AddChecked(update, residual, next_residual); bad != kernels::kAllFinite)
+      return NotFinite(bad);
+  } else if (next_residual.data() != update.data()) {
+    std::copy(update.begin(), update.end(), next_residual.begin());
+  }
+  const size_t start = out->size();
+  SHOAL_RETURN_IF_ERROR(Encode(next_residual, ctx, tensor_index, out));
+  std::vector<float> decoded(next_residual.size());
+  ByteReader r(std::span<const uint8_t>(out->bytes()).subspan(start));
+  if (Status s = Decode(&r, decoded); !s.ok()) return Status::Internal("codec: own payload does not decode: " + s.message());
+  for (size_t i = 0; i < decoded.size(); ++i) next_residual[i] -= decoded[i];
+  return Status::Ok();
 }
 
 }  // namespace shoal::codec

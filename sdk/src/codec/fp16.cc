@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "codec/bytes.h"
+#include "codec/kernels.h"
 #include "codec/stages.h"
 
 namespace shoal::codec {
@@ -37,12 +38,14 @@ class Fp16 final : public Quantizer {
   StageId id() const override { return StageId::kFp16; }
   size_t MaxEncodedBytes(size_t n) const override { return 2 * n; }
 
-  void Encode(std::span<const float> values, const RoundContext&, size_t, ByteWriter* out) const override {
+  Status Encode(std::span<const float> values, const RoundContext&, size_t, ByteWriter* out) const override {
+    if (const size_t bad = kernels::FirstNonFinite(values); bad != kernels::kAllFinite) return NotFinite(bad);
     uint8_t* p = out->Extend(values.size() * 2);
     for (size_t i = 0; i < values.size(); ++i) {
       uint16_t h = FloatToHalf(values[i]);
       std::memcpy(p + 2 * i, &h, 2);
     }
+    return Status::Ok();
   }
 
   Status Decode(ByteReader* in, std::span<float> values) const override {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "codec/bytes.h"
+#include "codec/kernels.h"
 #include "codec/stages.h"
 #include "core/rng.h"
 
@@ -27,8 +28,9 @@ class Qsgd final : public Quantizer {
   StageId id() const override { return StageId::kQsgd; }
   size_t MaxEncodedBytes(size_t n) const override { return 4 + PackedBytes(n, bits_); }
 
-  void Encode(std::span<const float> values, const RoundContext& ctx, size_t tensor_index,
-              ByteWriter* out) const override {
+  Status Encode(std::span<const float> values, const RoundContext& ctx, size_t tensor_index,
+                ByteWriter* out) const override {
+    if (const size_t bad = kernels::FirstNonFinite(values); bad != kernels::kAllFinite) return NotFinite(bad);
     const size_t n = values.size();
     double lanes[8] = {};
     size_t i = 0;
@@ -54,6 +56,7 @@ class Qsgd final : public Quantizer {
       }
     }
     PackBits(codes, bits_, out->Extend(PackedBytes(n, bits_)));
+    return Status::Ok();
   }
 
   Status Decode(ByteReader* in, std::span<float> values) const override {

@@ -39,23 +39,33 @@ inline StatusOr<std::unique_ptr<Quantizer>> MakeInt8(const StageSpec& s) { retur
 inline StatusOr<std::unique_ptr<Quantizer>> MakeQsgd(const StageSpec& s) { return MakeStage<Quantizer>(kQsgdStage, s); }
 inline StatusOr<std::unique_ptr<Quantizer>> MakeSign(const StageSpec& s) { return MakeStage<Quantizer>(kSignStage, s); }
 
+// Quantizer::Encode's refusal: InvalidArgument "value I is not finite" (ef.cc).
+Status NotFinite(size_t index);
+
 // Error feedback (stage "ef", ef.cc): the encoder keeps what its payloads lost and adds it to
-// the next update.
+// the next update. Two buffers: the residual, and the one the next residual is written into
+// (Quantizer::EncodeWithFeedback, or x for pipelines that need it whole). Commit makes the
+// second the residual, so an encode refused midway leaves the residual as it was.
 class ErrorFeedback {
  public:
   // The residual the next update gets (size n after Reset(n)).
   std::span<const float> residual() const { return residual_; }
-  // x[i] = fl(update[i] + residual[i]).
-  void Apply(std::span<const float> update, std::vector<float>* x) const;
-  // residual[i] = fl(x[i] - decoded[i]), decoded being exactly what a decoder reconstructs.
-  void Update(std::span<const float> x, std::span<const float> decoded);
+  // Where an encode writes the next residual; becomes residual() at Commit.
+  std::span<float> next() { return next_; }
+  void Commit() { residual_.swap(next_); }
   // A zero residual of n values.
-  void Reset(size_t n) { residual_.assign(n, 0.0f); }
+  void Reset(size_t n) {
+    residual_.assign(n, 0.0f);
+    next_.assign(n, 0.0f);
+  }
   // A residual restored from a checkpoint (its size is the caller's to check).
-  void Restore(std::vector<float> residual) { residual_ = std::move(residual); }
+  void Restore(std::vector<float> residual) {
+    residual_ = std::move(residual);
+    next_.assign(residual_.size(), 0.0f);
+  }
 
  private:
-  std::vector<float> residual_;
+  std::vector<float> residual_, next_;
 };
 
 // The pack slot (zstd.cc): compresses the whole body of a payload after its header.

@@ -10,11 +10,14 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "codec/codec.h"
+#include "codec/simd.h"
 #include "core/rng.h"
 
 namespace shoal::codec {
@@ -102,10 +105,120 @@ const Golden kGolden[] = {
     {"ef|powersgd:rank=2", 0x9a06a5689d75fc3bULL},
 };
 
-TEST(FusedEncoderTest, PayloadsAndResidualsMatchTheUnfusedEncodersRecordedHashes) {
-  for (const auto& g : kGolden) {
-    const uint64_t h = RunHash(g.spec);
-    EXPECT_EQ(h, g.hash) << "{\"" << g.spec << "\", 0x" << std::hex << h << "ULL},";
+// The SIMD levels this CPU can run, each forced for the scope of one iteration.
+std::vector<simd::Level> Levels() {
+  std::vector<simd::Level> out{simd::Level::kBaseline};
+  if (simd::Supported(simd::Level::kAvx2)) out.push_back(simd::Level::kAvx2);
+  return out;
+}
+
+struct ForceLevel {
+  explicit ForceLevel(simd::Level l) { simd::ForceForTesting(l); }
+  ~ForceLevel() { simd::ForceForTesting(std::nullopt); }
+};
+
+TEST(FusedEncoderTest, PayloadsAndResidualsMatchTheUnfusedEncodersRecordedHashesAtEverySimdLevel) {
+  if (!simd::Supported(simd::Level::kAvx2)) std::printf("this CPU has no AVX2: only the baseline bodies run\n");
+  for (simd::Level level : Levels()) {
+    ForceLevel force(level);
+    ASSERT_EQ(simd::Active(), level);
+    for (const auto& g : kGolden) {
+      const uint64_t h = RunHash(g.spec);
+      EXPECT_EQ(h, g.hash) << simd::Name(level) << ": {\"" << g.spec << "\", 0x" << std::hex << h << "ULL},";
+    }
+  }
+}
+
+// The unfused reference: the spec without "ef" encodes x = fl(u + r) (same wire), its decode d
+// gives the residual fl(x - d).
+TEST(FusedEncoderTest, ErrorFeedbackEqualsTheUnfusedReferenceBitForBit) {
+  const char* specs[] = {"ef|int8", "ef|int8:chunk=7", "ef|int8:stochastic=1", "ef|sign", "ef|topk:ratio=0.01|int8",
+                         "ef|topk:ratio=0.01|sign", "ef|topk:ratio=0.05", "ef|randk:ratio=0.1|int8", "ef|bf16",
+                         "ef|qsgd:levels=4", "ef|topk:ratio=0.01,approx=1|int8|zstd"};
+  const auto layout = Layout();
+  const size_t n = LayoutSize(layout);
+  for (simd::Level level : Levels()) {
+    ForceLevel force(level);
+    for (const char* spec : specs) {
+      const std::string plain_spec = std::string(spec).substr(3);
+      auto fused = Codec::Create(spec, layout);
+      auto plain = Codec::Create(plain_spec, layout);
+      ASSERT_TRUE(fused.ok() && plain.ok()) << spec;
+      std::vector<float> residual(n, 0.0f), x(n), d(n);
+      std::vector<uint8_t> payload;
+      for (uint64_t round = 0; round < 4; ++round) {
+        const std::vector<float> u = Update(n, 40 + round);
+        for (size_t i = 0; i < n; ++i) x[i] = u[i] + residual[i];
+        auto expected = (*plain)->Encode(x, Ctx(round));
+        ASSERT_TRUE(expected.ok()) << spec;
+        ASSERT_TRUE((*plain)->Decode(*expected, Ctx(round), d).ok()) << spec;
+        for (size_t i = 0; i < n; ++i) residual[i] = x[i] - d[i];
+
+        ASSERT_TRUE((*fused)->EncodeInto(u, Ctx(round), &payload).ok()) << spec;
+        ASSERT_EQ(payload, *expected) << simd::Name(level) << " " << spec << " round " << round;
+        const auto r = (*fused)->residual();
+        ASSERT_EQ(std::memcmp(r.data(), residual.data(), n * sizeof(float)), 0)
+            << simd::Name(level) << " " << spec << " round " << round;
+      }
+    }
+  }
+}
+
+// A refused update (a NaN or an infinity, in the first chunk, inside, at a tensor's end) names the first bad value and leaves the residual as it was: the next encode continues as
+// if the refused one had never been offered.
+TEST(FusedEncoderTest, ARefusedUpdateNamesTheValueAndLeavesTheResidualUntouched) {
+  const auto layout = Layout();
+  const size_t n = LayoutSize(layout);
+  const size_t places[] = {0, 17, 299999, 300000 + 70 * 33 + 3, n - 1};
+  for (simd::Level level : Levels()) {
+    ForceLevel force(level);
+    for (const char* spec : {"int8", "sign", "ef|int8", "ef|sign", "ef|topk:ratio=0.01|int8", "ef|bf16", "ef|dct:chunk=8|topk:k=2|sign"}) {
+      auto a = Codec::Create(spec, layout);
+      auto b = Codec::Create(spec, layout);
+      ASSERT_TRUE(a.ok() && b.ok()) << spec;
+      ASSERT_TRUE((*a)->Encode(Update(n, 1), Ctx(0)).ok());
+      ASSERT_TRUE((*b)->Encode(Update(n, 1), Ctx(0)).ok());
+      for (size_t place : places) {
+        for (float bad : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
+          std::vector<float> u = Update(n, 2);
+          u[place] = bad;
+          auto p = (*a)->Encode(u, Ctx(1));
+          ASSERT_FALSE(p.ok()) << spec;
+          EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
+          EXPECT_NE(p.status().message().find("update value " + std::to_string(place) + " is not finite"), std::string::npos)
+              << simd::Name(level) << " " << spec << ": " << p.status().message();
+          ASSERT_EQ(std::memcmp((*a)->residual().data(), (*b)->residual().data(), (*b)->residual().size_bytes()), 0) << spec;
+        }
+      }
+      auto pa = (*a)->Encode(Update(n, 3), Ctx(1));
+      auto pb = (*b)->Encode(Update(n, 3), Ctx(1));
+      ASSERT_TRUE(pa.ok() && pb.ok()) << spec;
+      EXPECT_EQ(*pa, *pb) << spec;
+    }
+  }
+}
+
+// EncodeInto reuses the caller's buffer: after the first round no reallocation.
+TEST(FusedEncoderTest, EncodeIntoReusesTheBufferAndMatchesEncode) {
+  const auto layout = Layout();
+  const size_t n = LayoutSize(layout);
+  for (const char* spec : {"int8", "ef|sign", "ef|topk:ratio=0.01|int8|zstd", "none"}) {
+    auto a = Codec::Create(spec, layout);
+    auto b = Codec::Create(spec, layout);
+    ASSERT_TRUE(a.ok() && b.ok());
+    std::vector<uint8_t> buffer;
+    const uint8_t* first = nullptr;
+    for (uint64_t round = 0; round < 4; ++round) {
+      const auto u = Update(n, 60 + round);
+      ASSERT_TRUE((*a)->EncodeInto(u, Ctx(round), &buffer).ok());
+      auto expected = (*b)->Encode(u, Ctx(round));
+      ASSERT_TRUE(expected.ok());
+      EXPECT_EQ(buffer, *expected) << spec;
+      if (round == 1) first = buffer.data();
+      if (round > 1) {
+        EXPECT_EQ(buffer.data(), first) << spec << ": the buffer was reallocated";
+      }
+    }
   }
 }
 

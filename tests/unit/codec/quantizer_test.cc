@@ -32,7 +32,7 @@ std::vector<uint8_t> EncodeBytes(const Quantizer& q, std::span<const float> v, u
   ByteWriter w;
   RoundContext ctx;
   ctx.private_seed = seed;
-  q.Encode(v, ctx, tensor, &w);
+  EXPECT_TRUE(q.Encode(v, ctx, tensor, &w).ok());
   EXPECT_LE(w.size(), q.MaxEncodedBytes(v.size()));
   return w.Release();
 }
