@@ -243,9 +243,9 @@ Status Codec::Impl::EncodeIndices(const Tensor& t, ByteWriter* w) const {
 // Error feedback, fused where it can be:
 //  - quantizer only: per tensor, the quantizer reads update and residual and writes the next
 //    residual in the pass that encodes (no x buffer, no decode);
-//  - with a selector: x = update + residual whole (the selector ranks it) in next(), checked in
-//    that pass; the unselected keep x as their residual (d = 0), the selected get theirs from
-//    the quantizer's fused encode of the gathered values;
+//  - with a selector: x = update + residual into next(), written and checked by the selector
+//    in its own pass (Selector::SelectSum); the unselected keep x as their residual (d = 0),
+//    the selected get theirs from the quantizer's fused encode of the gathered values;
 //  - with a transform (dct, powersgd): d needs the inverse transform, so the body is decoded.
 // Without error feedback, finiteness is checked by the quantizer's own pass, or by one pass
 // up front when a selector or transform reads the values first.
@@ -254,11 +254,12 @@ Status Codec::Impl::EncodeBody(std::span<const float> update, const RoundContext
   const size_t body_start = w->size();
   std::span<const float> x = update;
   std::span<float> next = ef ? ef->next() : std::span<float>();
-  if (transform || selector) {
+  const bool select_sum = ef && selector && !transform;  // the selector adds, tensor by tensor
+  if (transform || (selector && !ef)) {
     const size_t bad = ef ? kernels::AddChecked(update, ef->residual(), next) : kernels::FirstNonFinite(update);
     if (bad != kernels::kAllFinite) return NotFiniteError(update);
-    if (ef) x = next;
   }
+  if (ef && (transform || selector)) x = next;
   for (size_t ti = 0; ti < tensors.size(); ++ti) {
     const Tensor& t = tensors[ti];
     if (t.size == 0) continue;
@@ -270,10 +271,19 @@ Status Codec::Impl::EncodeBody(std::span<const float> update, const RoundContext
     }
     if (selector) {
       idx.clear();
-      selector->Select(vals, t.chunk, ctx, ti, &idx);
+      if (!select_sum) {
+        selector->Select(vals, t.chunk, ctx, ti, &idx);
+      } else if (!selector->SelectSum(update.subspan(t.offset, t.size), ef->residual().subspan(t.offset, t.size),
+                                      next.subspan(t.offset, t.size), t.chunk, ctx, ti, &idx)) {
+        return NotFiniteError(update);
+      }
       SHOAL_RETURN_IF_ERROR(EncodeIndices(t, w));
       gathered.resize(idx.size());
-      for (size_t i = 0; i < idx.size(); ++i) gathered[i] = vals[idx[i]];
+      constexpr size_t kAhead = 16;  // the selected are scattered: each a cache miss
+      for (size_t i = 0; i < idx.size(); ++i) {
+        if (i + kAhead < idx.size()) __builtin_prefetch(&vals[idx[i + kAhead]]);
+        gathered[i] = vals[idx[i]];
+      }
       vals = gathered;
     }
     Status s;

@@ -114,6 +114,12 @@ class Selector {
   // chunk > 0: select within each chunk of `chunk` values (the last may be shorter).
   virtual void Select(std::span<const float> values, size_t chunk, const RoundContext& ctx, size_t tensor_index,
                       std::vector<uint32_t>* indices) const = 0;
+  // Error feedback fused into selection: writes x[i] = fl(a[i] + b[i]) and returns in
+  // *indices what Select(x) would. Returns false (x and *indices unspecified) when some x[i] is
+  // not finite. The default adds in one pass, then selects; top-k folds the sum into the pass
+  // that collects its candidates.
+  virtual bool SelectSum(std::span<const float> a, std::span<const float> b, std::span<float> x, size_t chunk,
+                         const RoundContext& ctx, size_t tensor_index, std::vector<uint32_t>* indices) const;
   // How many indices Select returns for n values (decoders check counts against it).
   virtual size_t Count(size_t n, size_t chunk) const = 0;
 };

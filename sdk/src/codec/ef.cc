@@ -25,6 +25,13 @@ constinit const StageDecl kErrorFeedbackStage = {
 
 Status NotFinite(size_t index) { return Status::InvalidArgument("value " + std::to_string(index) + " is not finite"); }
 
+bool Selector::SelectSum(std::span<const float> a, std::span<const float> b, std::span<float> x, size_t chunk,
+                         const RoundContext& ctx, size_t tensor_index, std::vector<uint32_t>* indices) const {
+  if (kernels::AddChecked(a, b, x) != kernels::kAllFinite) return false;
+  Select(x, chunk, ctx, tensor_index, indices);
+  return true;
+}
+
 // The unfused path, for quantizers without a fused body: x into next_residual, Encode, decode
 // the bytes just written, subtract.
 Status Quantizer::EncodeWithFeedback(std::span<const float> update, std::span<const float> residual,

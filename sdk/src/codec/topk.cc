@@ -22,9 +22,15 @@
 #include <cstring>
 #include <functional>
 
+#include "codec/kernels.h"
+#include "codec/simd.h"
 #include "codec/stages.h"
 #include "codec/xform_params.h"
 #include "core/rng.h"
+
+#if SHOAL_HAVE_AVX2_BODIES
+#include <immintrin.h>
+#endif
 
 namespace shoal::codec {
 namespace {
@@ -60,6 +66,122 @@ void EmitRange(const float* v, size_t len, uint32_t base, size_t k, uint32_t t, 
   out->resize(start + c);
 }
 
+// Appends to (o, ok) from position c every i in [b, e) with key(v[i]) >= t, and its key, in
+// index order; returns the new count. The caller guarantees room for e - b more.
+size_t CollectBaseline(const float* v, size_t b, size_t e, uint32_t t, uint32_t mask, uint32_t* o, uint32_t* ok,
+                       size_t c) {
+  size_t i = b;
+  // Skip groups of 16 with no candidate (a cheap vectorizable test: keys < 2^31).
+  for (; i + 16 <= e; i += 16) {
+    int32_t hit = 0;
+    for (size_t j = 0; j < 16; ++j) hit |= static_cast<int32_t>(Key(v[i + j], mask)) >= static_cast<int32_t>(t);
+    if (!hit) continue;
+    for (size_t j = i; j < i + 16; ++j) {
+      const uint32_t key = Key(v[j], mask);
+      o[c] = static_cast<uint32_t>(j);
+      ok[c] = key;
+      c += key >= t;
+    }
+  }
+  for (; i < e; ++i) {
+    const uint32_t key = Key(v[i], mask);
+    o[c] = static_cast<uint32_t>(i);
+    ok[c] = key;
+    c += key >= t;
+  }
+  return c;
+}
+
+#if SHOAL_HAVE_AVX2_BODIES
+// 32 keys per test; hits are taken from the compare's bit mask, lowest index first.
+SHOAL_TARGET_AVX2 size_t CollectAvx2(const float* v, size_t b, size_t e, uint32_t t, uint32_t mask, uint32_t* o,
+                                     uint32_t* ok, size_t c) {
+  const __m256i vmask = _mm256_set1_epi32(static_cast<int>(mask));
+  const __m256i below = _mm256_set1_epi32(static_cast<int>(t) - 1);  // keys < 2^31: key >= t <=> key > t - 1
+  size_t i = b;
+  for (; i + 32 <= e; i += 32) {
+    __m256i keys[4];
+    uint32_t bits = 0;
+    for (int k = 0; k < 4; ++k) {
+      keys[k] = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + i + 8 * k)), vmask);
+      bits |= static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(keys[k], below)))) << (8 * k);
+    }
+    if (!bits) continue;
+    alignas(32) uint32_t kv[32];
+    for (int k = 0; k < 4; ++k) _mm256_store_si256(reinterpret_cast<__m256i*>(kv + 8 * k), keys[k]);
+    for (; bits; bits &= bits - 1) {
+      const int j = __builtin_ctz(bits);
+      o[c] = static_cast<uint32_t>(i + static_cast<size_t>(j));
+      ok[c] = kv[j];
+      ++c;
+    }
+  }
+  return CollectBaseline(v, i, e, t, mask, o, ok, c);
+}
+#endif
+
+size_t Collect(const float* v, size_t b, size_t e, uint32_t t, uint32_t mask, uint32_t* o, uint32_t* ok, size_t c) {
+#if SHOAL_HAVE_AVX2_BODIES
+  if (simd::Active() == simd::Level::kAvx2) return CollectAvx2(v, b, e, t, mask, o, ok, c);
+#endif
+  return CollectBaseline(v, b, e, t, mask, o, ok, c);
+}
+
+#if SHOAL_HAVE_AVX2_BODIES
+// CollectAvx2 over x = fl(a + b), which it stores, in the same pass; *bad set on a non-finite x.
+SHOAL_TARGET_AVX2 size_t CollectSumAvx2(const float* a, const float* bb, float* x, size_t b, size_t e, uint32_t t,
+                                        uint32_t mask, uint32_t* o, uint32_t* ok, size_t c, bool* bad) {
+  const __m256i vmask = _mm256_set1_epi32(static_cast<int>(mask));
+  const __m256i below = _mm256_set1_epi32(static_cast<int>(t) - 1);
+  const __m256i exp = _mm256_set1_epi32(0x7f800000);
+  __m256i nonfinite = _mm256_setzero_si256();
+  size_t i = b;
+  for (; i + 32 <= e; i += 32) {
+    __m256i keys[4];
+    __m256i most = _mm256_setzero_si256();
+    for (int k = 0; k < 4; ++k) {
+      const __m256 v = _mm256_add_ps(_mm256_loadu_ps(a + i + 8 * k), _mm256_loadu_ps(bb + i + 8 * k));
+      _mm256_storeu_ps(x + i + 8 * k, v);
+      const __m256i bits = _mm256_castps_si256(v);
+      nonfinite = _mm256_or_si256(nonfinite, _mm256_cmpeq_epi32(_mm256_and_si256(bits, exp), exp));
+      keys[k] = _mm256_and_si256(bits, vmask);
+      most = _mm256_max_epu32(most, keys[k]);
+    }
+    if (_mm256_testz_si256(_mm256_cmpgt_epi32(most, below), _mm256_cmpgt_epi32(most, below))) continue;
+    alignas(32) uint32_t kv[32];
+    uint32_t hits = 0;
+    for (int k = 0; k < 4; ++k) {
+      _mm256_store_si256(reinterpret_cast<__m256i*>(kv + 8 * k), keys[k]);
+      hits |= static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(keys[k], below)))) << (8 * k);
+    }
+    for (; hits; hits &= hits - 1) {
+      const int j = __builtin_ctz(hits);
+      o[c] = static_cast<uint32_t>(i + static_cast<size_t>(j));
+      ok[c] = kv[j];
+      ++c;
+    }
+  }
+  if (!_mm256_testz_si256(nonfinite, nonfinite)) *bad = true;
+  for (size_t j = i; j < e; ++j) {
+    x[j] = a[j] + bb[j];
+    if (!std::isfinite(x[j])) *bad = true;
+  }
+  return CollectBaseline(x, i, e, t, mask, o, ok, c);
+}
+#endif
+
+// Collect over x = fl(a + b), stored into x in the same pass (error feedback's sum); *bad set
+// when some x is not finite.
+size_t CollectSum(const float* a, const float* bb, float* x, size_t b, size_t e, uint32_t t, uint32_t mask, uint32_t* o,
+                  uint32_t* ok, size_t c, bool* bad) {
+#if SHOAL_HAVE_AVX2_BODIES
+  if (simd::Active() == simd::Level::kAvx2) return CollectSumAvx2(a, bb, x, b, e, t, mask, o, ok, c, bad);
+#endif
+  if (kernels::AddChecked({a + b, e - b}, {bb + b, e - b}, {x + b, e - b}) != kernels::kAllFinite) *bad = true;
+  return CollectBaseline(x, b, e, t, mask, o, ok, c);
+}
+
+
 // The k-th largest (1 <= k <= keys.size()) of keys; reorders keys.
 uint32_t KthLargest(std::vector<uint32_t>& keys, size_t k, bool histogram) {
   if (histogram) {  // keys are multiples of 2^16 below 2^31: 32768 bins
@@ -91,7 +213,7 @@ class TopK final : public Selector {
     const size_t n = values.size();
     if (n == 0) return;
     indices->reserve(Count(n, chunk));
-    Scratch s;
+    thread_local Scratch s;  // kept across calls: no allocation once warm
     if (chunk == 0 || chunk >= n) {
       SelectRange(values.data(), n, 0, detail::CountFor(n, ratio_, k_), &s, indices);
       return;
@@ -102,9 +224,24 @@ class TopK final : public Selector {
     }
   }
 
+  // A whole large tensor folds the sum into its collection pass; anything else adds first.
+  bool SelectSum(std::span<const float> a, std::span<const float> b, std::span<float> x, size_t chunk,
+                 const RoundContext& ctx, size_t tensor_index, std::vector<uint32_t>* indices) const override {
+    const size_t n = a.size();
+    const size_t k = detail::CountFor(n, ratio_, k_);
+    if ((chunk != 0 && chunk < n) || !LargePath(n, k)) return Selector::SelectSum(a, b, x, chunk, ctx, tensor_index, indices);
+    indices->clear();
+    indices->reserve(k);
+    thread_local Scratch s;
+    const Sum sum{a.data(), b.data(), x.data()};
+    return SelectLarge(x.data(), n, 0, k, approx_ ? kApproxMask : kExactMask, &s, indices, &sum);
+  }
+
  private:
+  static bool LargePath(size_t len, size_t k) { return len >= (size_t{1} << 18) && k <= len / 4; }
+
   struct Scratch {
-    std::vector<uint32_t> keys, cand, ckeys;
+    std::vector<uint32_t> keys, cand, ckeys, sample;
   };
 
   void SelectRange(const float* v, size_t len, uint32_t base, size_t k, Scratch* s, std::vector<uint32_t>* out) const {
@@ -113,8 +250,8 @@ class TopK final : public Selector {
       for (size_t i = 0; i < len; ++i) out->push_back(base + static_cast<uint32_t>(i));
       return;
     }
-    if (len >= (size_t{1} << 18) && k <= len / 4) {
-      SelectLarge(v, len, base, k, mask, s, out);
+    if (LargePath(len, k)) {
+      (void)SelectLarge(v, len, base, k, mask, s, out);
       return;
     }
     uint32_t t;
@@ -141,22 +278,50 @@ class TopK final : public Selector {
     EmitRange(v, len, base, k, t, mask, out);
   }
 
-  // Sampled threshold, one collection pass, exact k-th key among the candidates.
-  void SelectLarge(const float* v, size_t len, uint32_t base, size_t k, uint32_t mask, Scratch* s,
-                   std::vector<uint32_t>* out) const {
+  // Sampled threshold, one collection pass, exact k-th key among the candidates. With `sum`
+  // (error feedback fused in), v is written in the first collection pass: v[i] = fl(a[i] + b[i]),
+  // block by block (each block's sum is collected from L1), and the sample is read from a + b.
+  // Returns false when some v[i] is not finite (out then unspecified).
+  struct Sum {
+    const float* a;
+    const float* b;
+    float* x;  // == v
+  };
+  bool SelectLarge(const float* v, size_t len, uint32_t base, size_t k, uint32_t mask, Scratch* s,
+                   std::vector<uint32_t>* out, const Sum* sum = nullptr) const {
     const size_t ns = std::min<size_t>(size_t{1} << 16, len / 16);
     const size_t stride = len / ns;
-    std::vector<uint32_t> sample(ns);
+    std::vector<uint32_t>& sample = s->sample;
+    sample.resize(ns);
     Rng rng(0x746f706b /* "topk" */, len);
-    for (size_t i = 0; i < ns; ++i) sample[i] = Key(v[i * stride + rng.Below(stride)], mask);
-    std::sort(sample.begin(), sample.end(), std::greater<uint32_t>());
+    // The positions first, then the loads with a prefetch ahead: each sample is a cache miss.
+    for (size_t i = 0; i < ns; ++i) sample[i] = static_cast<uint32_t>(i * stride + rng.Below(stride));
+    constexpr size_t kAhead = 16;
+    for (size_t i = 0; i < ns; ++i) {
+      const uint32_t p = sample[i];
+      if (sum) {
+        if (i + kAhead < ns) {
+          __builtin_prefetch(sum->a + sample[i + kAhead]);
+          __builtin_prefetch(sum->b + sample[i + kAhead]);
+        }
+        sample[i] = Key(sum->a[p] + sum->b[p], mask);
+      } else {
+        if (i + kAhead < ns) __builtin_prefetch(v + sample[i + kAhead]);
+        sample[i] = Key(v[p], mask);
+      }
+    }
     const double expect = static_cast<double>(k) * static_cast<double>(ns) / static_cast<double>(len);
     size_t rank = static_cast<size_t>(expect + 4.0 * std::sqrt(expect)) + 16;
     std::vector<uint32_t>& cand = s->cand;
     std::vector<uint32_t>& ckeys = s->ckeys;  // key of each candidate, collected alongside
     size_t c = 0;
     for (;;) {
-      const uint32_t t = rank < ns ? sample[rank] : 0;  // 0: every index is a candidate
+      uint32_t t = 0;  // 0: every index is a candidate
+      if (rank < ns) {  // the sample's rank-th largest key (0-based)
+        std::nth_element(sample.begin(), sample.begin() + static_cast<std::ptrdiff_t>(rank), sample.end(),
+                         std::greater<uint32_t>());
+        t = sample[rank];
+      }
       c = 0;
       if (cand.size() < 2 * k + 4096) cand.resize(2 * k + 4096);
       if (ckeys.size() < cand.size()) ckeys.resize(cand.size());
@@ -167,28 +332,15 @@ class TopK final : public Selector {
           cand.resize(std::max(cand.size() * 2, c + (e - b)));
           ckeys.resize(cand.size());
         }
-        uint32_t* o = cand.data();
-        uint32_t* ok = ckeys.data();
-        size_t i = b;
-        // Skip groups of 16 with no candidate (a cheap vectorizable test: keys < 2^31).
-        for (; i + 16 <= e; i += 16) {
-          int32_t hit = 0;
-          for (size_t j = 0; j < 16; ++j) hit |= static_cast<int32_t>(Key(v[i + j], mask)) >= static_cast<int32_t>(t);
-          if (!hit) continue;
-          for (size_t j = i; j < i + 16; ++j) {
-            const uint32_t key = Key(v[j], mask);
-            o[c] = static_cast<uint32_t>(j);
-            ok[c] = key;
-            c += key >= t;
-          }
-        }
-        for (; i < e; ++i) {
-          const uint32_t key = Key(v[i], mask);
-          o[c] = static_cast<uint32_t>(i);
-          ok[c] = key;
-          c += key >= t;
+        if (sum) {
+          bool bad = false;
+          c = CollectSum(sum->a, sum->b, sum->x, b, e, t, mask, cand.data(), ckeys.data(), c, &bad);
+          if (bad) return false;
+        } else {
+          c = Collect(v, b, e, t, mask, cand.data(), ckeys.data(), c);
         }
       }
+      sum = nullptr;  // v is whole now
       if (c >= k || t == 0) break;
       rank = 2 * rank + 16;
     }
@@ -212,6 +364,7 @@ class TopK final : public Selector {
       eq -= take_eq;
     }
     out->resize(start + m);
+    return true;
   }
 
   double ratio_;
