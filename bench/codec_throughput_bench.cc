@@ -136,7 +136,8 @@ void BM_CodecEncode(benchmark::State& state, const std::string& spec) {
   SetRate(state, in.size() * 4);
 }
 
-void BM_SelectTopK(benchmark::State& state, const std::string& params) {
+// Top-k alone, over the whole tensor (chunk 0) or per chunk (as DeMo's preset after its DCT).
+void BM_SelectTopK(benchmark::State& state, const std::string& params, size_t chunk) {
   const size_t eq = params.find('=');
   const StageSpec spec{"topk", {{params.substr(0, eq), params.substr(eq + 1)}}};
   auto sel = MakeTopK(spec);
@@ -144,7 +145,7 @@ void BM_SelectTopK(benchmark::State& state, const std::string& params) {
   const auto& in = Input();
   std::vector<uint32_t> idx;
   for (auto _ : state) {
-    (*sel)->Select(in, 0, RoundContext{}, 0, &idx);
+    (*sel)->Select(in, chunk, RoundContext{}, 0, &idx);
     benchmark::DoNotOptimize(idx.data());
   }
   SetRate(state, in.size() * 4);
@@ -191,8 +192,10 @@ int main(int argc, char** argv) {
       add("quantize_encode/" + q, [q](benchmark::State& st) { BM_QuantizerEncode(st, q); });
       add("quantize_decode/" + q, [q](benchmark::State& st) { BM_QuantizerDecode(st, q); });
     }
-    add("select/topk:ratio=0.01", [](benchmark::State& st) { BM_SelectTopK(st, "ratio=0.01"); });
-    for (std::string s : {"int8", "bf16", "ef|int8", "ef|sign", "ef|topk:ratio=0.01|int8", "demo:chunk=64,topk=8,bits=1"}) {
+    add("select/topk:ratio=0.01", [](benchmark::State& st) { BM_SelectTopK(st, "ratio=0.01", 0); });
+    add("select/topk:k=8,chunk=64", [](benchmark::State& st) { BM_SelectTopK(st, "k=8", 64); });
+    for (std::string s : {"int8", "bf16", "ef|int8", "ef|sign", "ef|topk:ratio=0.01|int8", "dct:chunk=64",
+                          "demo:chunk=64,topk=8,bits=1"}) {
       add("codec_encode/" + s, [s](benchmark::State& st) { BM_CodecEncode(st, s); });
       add("codec_decode/" + s, [s](benchmark::State& st) { BM_CodecDecode(st, s); });
     }

@@ -265,7 +265,7 @@ Status Codec::Impl::EncodeBody(std::span<const float> update, const RoundContext
     if (t.size == 0) continue;
     std::span<const float> vals = x.subspan(t.offset, t.size);
     if (transform) {
-      coeffs.assign(t.coeffs, 0.0f);
+      coeffs.resize(t.coeffs);  // Forward writes every coefficient
       transform->Forward(ti, t.shape, vals, coeffs);
       vals = coeffs;
     }

@@ -93,6 +93,7 @@ class Transform {
   virtual size_t NumCoefficients(Shape2D shape) const = 0;
   // Coefficients are grouped in chunks of this many (per-chunk selection); 0 = no chunking.
   virtual size_t ChunkSize(Shape2D shape) const { return 0; }
+  // Writes every one of the NumCoefficients(shape) coefficients.
   virtual void Forward(size_t tensor_index, Shape2D shape, std::span<const float> in, std::span<float> coeffs) = 0;
   virtual void Inverse(Shape2D shape, std::span<const float> coeffs, std::span<float> out) const = 0;
   // The per-tensor state Forward keeps (PowerSGD's Q), for checkpoints; empty when stateless.

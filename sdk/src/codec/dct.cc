@@ -121,9 +121,16 @@ class Dct final : public Transform {
                        coeffs.data() + (bi * nbc + bj) * R * C, C, z.data(), nz);
       return;
     }
-    std::vector<float> t1(static_cast<size_t>(R * cols)), t2(R > 1 ? static_cast<size_t>(R * cols) : 0);
+    // A vector (R == 1) is already in chunk-major order: its gemm writes the coefficients.
+    std::vector<float>& t1 = t1_;
+    std::vector<float>& t2 = t2_;
+    if (R > 1) {
+      t1.resize(static_cast<size_t>(R * cols));
+      t2.resize(static_cast<size_t>(R * cols));
+    }
     for (int64_t bi = 0; bi < nbr; ++bi) {
       const float* blk = in.data() + bi * R * cols;
+      float* t1_data = R == 1 ? coeffs.data() + bi * cols : t1.data();
       // t1 = block viewed as (R*nbc) x C segments, times D_C^T (all segments in one gemm).
       if (C > 1) {
         const int64_t segs = R * nbc;
@@ -131,28 +138,22 @@ class Dct final : public Transform {
         for (int64_t s0 = 0; s0 < segs; s0 += step) {
           const int m = static_cast<int>(std::min(step, segs - s0));
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, static_cast<int>(C), static_cast<int>(C), 1.0f,
-                      blk + s0 * C, static_cast<int>(C), dc.data(), static_cast<int>(C), 0.0f, t1.data() + s0 * C,
+                      blk + s0 * C, static_cast<int>(C), dc.data(), static_cast<int>(C), 0.0f, t1_data + s0 * C,
                       static_cast<int>(C));
         }
       } else {
-        std::copy(blk, blk + R * cols, t1.begin());
+        std::copy(blk, blk + R * cols, t1_data);
       }
+      if (R == 1) continue;
       // t2 = D_R * t1 (R x cols).
-      const float* res = t1.data();
-      if (R > 1) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(R), static_cast<int>(cols),
-                    static_cast<int>(R), 1.0f, dr.data(), static_cast<int>(R), t1.data(), static_cast<int>(cols), 0.0f,
-                    t2.data(), static_cast<int>(cols));
-        res = t2.data();
-      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(R), static_cast<int>(cols),
+                  static_cast<int>(R), 1.0f, dr.data(), static_cast<int>(R), t1.data(), static_cast<int>(cols), 0.0f,
+                  t2.data(), static_cast<int>(cols));
+      const float* res = t2.data();
       // Scatter into chunk-major order.
-      if (R == 1) {
-        std::copy(res, res + cols, coeffs.data() + bi * cols);
-      } else {
-        for (int64_t bj = 0; bj < nbc; ++bj) {
-          float* dst = coeffs.data() + (bi * nbc + bj) * R * C;
-          for (int64_t u = 0; u < R; ++u) std::copy(res + u * cols + bj * C, res + u * cols + bj * C + C, dst + u * C);
-        }
+      for (int64_t bj = 0; bj < nbc; ++bj) {
+        float* dst = coeffs.data() + (bi * nbc + bj) * R * C;
+        for (int64_t u = 0; u < R; ++u) std::copy(res + u * cols + bj * C, res + u * cols + bj * C + C, dst + u * C);
       }
     }
   }
@@ -186,6 +187,7 @@ class Dct final : public Transform {
 
  private:
   int64_t chunk_;
+  std::vector<float> t1_, t2_;  // Forward's scratch, kept across calls
 };
 
 constexpr ParamDecl kParams[] = {

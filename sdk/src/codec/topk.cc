@@ -8,8 +8,11 @@
 // threshold from a deterministic stratified sample (65536 positions), collects the indices at
 // or above it in one branch-free pass and finds the exact k-th key among those candidates
 // (the candidates provably contain the top k when there are at least k of them; otherwise the
-// sample threshold is lowered and the pass repeated). Small ranges use a heap (small k) or
-// nth_element.
+// sample threshold is lowered and the pass repeated). A small range with k <= 64 (DeMo's
+// per-chunk top-k) bounds the k-th key from below by the smallest of S >= k slot maxima
+// (SelectSmall) and selects exactly among the few candidates above it; other small ranges use
+// nth_element. The candidate scans and slot maxima have AVX2 bodies (simd.h): integer
+// compares of the same keys, so the selected set is the same at every level.
 //
 // Approximate mode (approx=1) ranks by the magnitude truncated to its top 16 bits (bf16
 // truncation: exponent and 7 mantissa bits), ties by the lower index, and returns exactly
@@ -19,6 +22,7 @@
 // of the candidates instead of nth_element.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 
@@ -182,8 +186,141 @@ size_t CollectSum(const float* a, const float* bb, float* x, size_t b, size_t e,
 }
 
 
+// M[j] = the largest key among v[j], v[j + S], v[j + 2S], ... (j < S <= len).
+// Slots in groups of 8 with a fixed inner width, so that the compiler keeps them in vectors.
+[[gnu::always_inline]] inline void SlotMaxBody(const float* v, size_t len, size_t S, uint32_t mask, uint32_t* M) {
+  for (size_t j = 0; j < S; ++j) M[j] = 0;
+  size_t i = 0;
+  for (; i + S <= len; i += S) {
+    for (size_t g = 0; g < S; g += 8) {
+      uint32_t m[8];
+      std::memcpy(m, M + g, sizeof m);
+      for (size_t j = 0; j < 8; ++j) m[j] = std::max(m[j], Key(v[i + g + j], mask));
+      std::memcpy(M + g, m, sizeof m);
+    }
+  }
+  for (size_t j = 0; i + j < len; ++j) M[j] = std::max(M[j], Key(v[i + j], mask));
+}
+void SlotMaxBaseline(const float* v, size_t len, size_t S, uint32_t mask, uint32_t* M) { SlotMaxBody(v, len, S, mask, M); }
+#if SHOAL_HAVE_AVX2_BODIES
+SHOAL_TARGET_AVX2 void SlotMaxAvx2(const float* v, size_t len, size_t S, uint32_t mask, uint32_t* M) {
+  SlotMaxBody(v, len, S, mask, M);
+}
+#endif
+void SlotMax(const float* v, size_t len, size_t S, uint32_t mask, uint32_t* M) {
+#if SHOAL_HAVE_AVX2_BODIES
+  if (simd::Active() == simd::Level::kAvx2) return SlotMaxAvx2(v, len, S, mask, M);
+#endif
+  SlotMaxBaseline(v, len, S, mask, M);
+}
+
+#if SHOAL_HAVE_AVX2_BODIES
+// For each 8-bit mask, the lane order that moves the set lanes to the front (left-packing with
+// _mm256_permutevar8x32_epi32).
+struct PackTable {
+  alignas(32) uint32_t lanes[256][8];
+  constexpr PackTable() : lanes{} {
+    for (uint32_t m = 0; m < 256; ++m) {
+      uint32_t n = 0;
+      for (uint32_t j = 0; j < 8; ++j)
+        if (m & (1u << j)) lanes[m][n++] = j;
+      for (; n < 8; ++n) lanes[m][n] = 0;
+    }
+  }
+};
+constexpr PackTable kPack;
+
+SHOAL_TARGET_AVX2 inline uint32_t HorizontalMin(__m256i v) {
+  __m128i m = _mm_min_epu32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  m = _mm_min_epu32(m, _mm_shuffle_epi32(m, 0x4e));
+  m = _mm_min_epu32(m, _mm_shuffle_epi32(m, 0xb1));
+  return static_cast<uint32_t>(_mm_cvtsi128_si32(m));
+}
+
+// SelectSmall for k <= 8 in registers: 8 slot maxima, their minimum L, the candidates >= L
+// left-packed into (ci, ck) (room for len + 8), the k-th key by counting, then the emission.
+// Appends the top k to out[0, k) and returns true; false (nothing written) when more than 64
+// candidates pass, which the generic path then handles.
+SHOAL_TARGET_AVX2 bool SmallTopKAvx2(const float* v, size_t len, uint32_t base, size_t k, uint32_t mask,
+                                     uint32_t* ci, uint32_t* ck, uint32_t* out) {
+  const __m256i vmask = _mm256_set1_epi32(static_cast<int>(mask));
+  __m256i most = _mm256_setzero_si256();
+  size_t i = 0;
+  for (; i + 8 <= len; i += 8)
+    most = _mm256_max_epu32(most, _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + i)), vmask));
+  alignas(32) uint32_t m[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(m), most);
+  for (size_t j = 0; i + j < len; ++j) m[j] = std::max(m[j], Key(v[i + j], mask));
+  const uint32_t low = HorizontalMin(_mm256_load_si256(reinterpret_cast<const __m256i*>(m)));
+
+  const __m256i below = _mm256_set1_epi32(static_cast<int>(low) - 1);  // keys < 2^31
+  __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i eight = _mm256_set1_epi32(8);
+  size_t c = 0;
+  for (i = 0; i + 8 <= len; i += 8) {
+    const __m256i keys = _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v + i)), vmask);
+    const uint32_t bits = static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(keys, below))));
+    const __m256i order = _mm256_load_si256(reinterpret_cast<const __m256i*>(kPack.lanes[bits]));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(ck + c), _mm256_permutevar8x32_epi32(keys, order));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(ci + c), _mm256_permutevar8x32_epi32(index, order));
+    c += static_cast<size_t>(__builtin_popcount(bits));
+    index = _mm256_add_epi32(index, eight);
+  }
+  for (; i < len; ++i) {
+    const uint32_t key = Key(v[i], mask);
+    ci[c] = static_cast<uint32_t>(i);
+    ck[c] = key;
+    c += key >= low;
+  }
+  if (c > 64) return false;
+
+  // t = the smallest candidate key with fewer than k candidate keys above it.
+  for (size_t j = c; j < c + 8; ++j) ck[j] = 0;
+  const __m256i kk = _mm256_set1_epi32(static_cast<int>(k));
+  const __m256i all = _mm256_set1_epi32(-1);
+  __m256i tmin = all;
+  for (size_t j = 0; j < c; j += 8) {
+    const __m256i kj = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ck + j));
+    __m256i above = _mm256_setzero_si256();
+    for (size_t q = 0; q < c; ++q)
+      above = _mm256_sub_epi32(above, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(ck[q])), kj));
+    const __m256i lane = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(j)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256i ok = _mm256_and_si256(_mm256_cmpgt_epi32(kk, above),
+                                        _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(c)), lane));
+    tmin = _mm256_min_epu32(tmin, _mm256_blendv_epi8(all, kj, ok));
+  }
+  const uint32_t t = HorizontalMin(tmin);
+
+  size_t above = 0;
+  for (size_t j = 0; j < c; ++j) above += ck[j] > t;
+  size_t eq = k - above, n = 0;
+  uint32_t picked[65];  // branch-free: every candidate is written, the kept ones advance
+  for (size_t j = 0; j < c; ++j) {
+    const size_t take_eq = (ck[j] == t) & (eq > 0);
+    picked[n] = base + ci[j];
+    n += (ck[j] > t) | take_eq;
+    eq -= take_eq;
+  }
+  std::memcpy(out, picked, k * sizeof(uint32_t));
+  return true;
+}
+#endif
+
 // The k-th largest (1 <= k <= keys.size()) of keys; reorders keys.
 uint32_t KthLargest(std::vector<uint32_t>& keys, size_t k, bool histogram) {
+  if (keys.size() <= 64) {
+    // Few keys (per-chunk candidates): the k-th largest is the smallest key with fewer than k
+    // keys above it. Branch-free counting, which vectorizes; nth_element mispredicts here.
+    const size_t c = keys.size();
+    const uint32_t* key = keys.data();
+    uint32_t t = UINT32_MAX;
+    for (size_t j = 0; j < c; ++j) {
+      uint32_t above = 0;
+      for (size_t i = 0; i < c; ++i) above += key[i] > key[j];
+      t = above < k ? std::min(t, key[j]) : t;
+    }
+    return t;
+  }
   if (histogram) {  // keys are multiples of 2^16 below 2^31: 32768 bins
     std::vector<uint32_t> hist(1u << 15, 0);
     for (uint32_t key : keys) ++hist[key >> 16];
@@ -254,27 +391,13 @@ class TopK final : public Selector {
       (void)SelectLarge(v, len, base, k, mask, s, out);
       return;
     }
-    uint32_t t;
-    if (k <= 64 && len >= 4 * k) {
-      // Min-heap of the k largest keys seen so far; its top ends as the k-th largest.
-      std::vector<uint32_t>& heap = s->keys;
-      heap.resize(k);
-      for (size_t i = 0; i < k; ++i) heap[i] = Key(v[i], mask);
-      std::make_heap(heap.begin(), heap.end(), std::greater<uint32_t>());
-      for (size_t i = k; i < len; ++i) {
-        const uint32_t key = Key(v[i], mask);
-        if (key > heap.front()) {
-          std::pop_heap(heap.begin(), heap.end(), std::greater<uint32_t>());
-          heap.back() = key;
-          std::push_heap(heap.begin(), heap.end(), std::greater<uint32_t>());
-        }
-      }
-      t = heap.front();
-    } else {
-      s->keys.resize(len);
-      for (size_t i = 0; i < len; ++i) s->keys[i] = Key(v[i], mask);
-      t = KthLargest(s->keys, k, false);
+    if (const size_t slots = (k + 7) / 8 * 8; k <= 64 && len >= 2 * slots) {
+      SelectSmall(v, len, base, k, slots, mask, s, out);
+      return;
     }
+    s->keys.resize(len);
+    for (size_t i = 0; i < len; ++i) s->keys[i] = Key(v[i], mask);
+    const uint32_t t = KthLargest(s->keys, k, false);
     EmitRange(v, len, base, k, t, mask, out);
   }
 
@@ -345,10 +468,19 @@ class TopK final : public Selector {
       rank = 2 * rank + 16;
     }
     // The candidates hold every index with key >= t and at least k of them, so they contain
-    // the top k. Find the k-th key among them, then emit in index order.
+    // the top k.
+    EmitCandidates(c, k, base, approx_, s, out);
+    return true;
+  }
+
+  // Of the c candidates in s->cand (indices, ascending) with their keys in s->ckeys, which
+  // contain the top k: appends base + index of the top k, in index order.
+  static void EmitCandidates(size_t c, size_t k, uint32_t base, bool histogram, Scratch* s, std::vector<uint32_t>* out) {
+    const std::vector<uint32_t>& cand = s->cand;
+    const std::vector<uint32_t>& ckeys = s->ckeys;
     std::vector<uint32_t>& keys = s->keys;
     keys.assign(ckeys.begin(), ckeys.begin() + static_cast<std::ptrdiff_t>(c));
-    const uint32_t t = KthLargest(keys, k, approx_);
+    const uint32_t t = KthLargest(keys, k, histogram);
     size_t above = 0;
     for (size_t j = 0; j < c; ++j) above += ckeys[j] > t;
     size_t eq = k - above;
@@ -364,7 +496,36 @@ class TopK final : public Selector {
       eq -= take_eq;
     }
     out->resize(start + m);
-    return true;
+  }
+
+  // Small ranges with k <= 64 (DeMo's top-k of each chunk): a lower bound on the k-th key
+  // first. Slot j (j < S, S = k rounded up to a multiple of 8, 2S <= len) keeps the largest key
+  // among positions j, j + S, j + 2S, ...: S distinct values are >= L, the smallest slot
+  // maximum, so the k-th largest key is >= L and the top k are among the candidates with
+  // key >= L, typically a few more than k. Exact from there on, as SelectLarge.
+  void SelectSmall(const float* v, size_t len, uint32_t base, size_t k, size_t slots, uint32_t mask, Scratch* s,
+                   std::vector<uint32_t>* out) const {
+#if SHOAL_HAVE_AVX2_BODIES
+    if (slots == 8 && simd::Active() == simd::Level::kAvx2) {
+      if (s->cand.size() < len + 8) {
+        s->cand.resize(len + 8);
+        s->ckeys.resize(len + 8);
+      }
+      const size_t start = out->size();
+      out->resize(start + k);
+      if (SmallTopKAvx2(v, len, base, k, mask, s->cand.data(), s->ckeys.data(), out->data() + start)) return;
+      out->resize(start);
+    }
+#endif
+    uint32_t M[64];
+    SlotMax(v, len, slots, mask, M);
+    const uint32_t low = *std::min_element(M, M + slots);
+    if (s->cand.size() < len) {
+      s->cand.resize(len);
+      s->ckeys.resize(len);
+    }
+    const size_t c = Collect(v, 0, len, low, mask, s->cand.data(), s->ckeys.data(), 0);
+    EmitCandidates(c, k, base, false, s, out);
   }
 
   double ratio_;
