@@ -21,6 +21,7 @@
 #include <memory>
 #include <mutex>
 
+#include "codec/simd.h"
 #include "codec/stages.h"
 #include "codec/xform_params.h"
 
@@ -61,8 +62,10 @@ std::vector<float> Transposed(const std::vector<float>& m, int64_t n) {
 
 // dst(R x C, row stride dst_stride) = L(R x R) * src(R x C, row stride src_stride) * Rt(C x C),
 // in a fixed summation order (portable bits). z is scratch of R*C floats.
-void ChunkProduct(int64_t R, int64_t C, const float* L, const float* Rt, const float* src, int64_t src_stride,
-                  float* dst, int64_t dst_stride, float* z, std::vector<char>& row_nz) {
+// Always inlined, so that each SIMD clone below compiles it (and AxpyInOrder) at its level.
+[[gnu::always_inline]] inline void ChunkProduct(int64_t R, int64_t C, const float* L, const float* Rt, const float* src,
+                                                int64_t src_stride, float* dst, int64_t dst_stride, float* z,
+                                                std::vector<char>& row_nz) {
   for (int64_t u = 0; u < R; ++u) {
     float* zr = z + u * C;
     std::fill(zr, zr + C, 0.0f);
@@ -85,6 +88,29 @@ void ChunkProduct(int64_t R, int64_t C, const float* L, const float* Rt, const f
     }
   }
 }
+
+// Every chunk of Inverse: out chunk = D_R^T * Y * D_C. The AVX2 clone vectorizes the same
+// element-wise multiplies and adds (no contraction: -ffp-contract=off), so its bits are the
+// baseline's: decoders stay bit-identical across machines.
+struct InverseArgs {
+  int64_t R, C, nbr, nbc, cols;
+  const float* drt;
+  const float* dc;
+  const float* coeffs;
+  float* out;
+  float* z;
+  std::vector<char>* nz;
+};
+[[gnu::always_inline]] inline void InverseChunksBody(const InverseArgs& a) {
+  for (int64_t bi = 0; bi < a.nbr; ++bi)
+    for (int64_t bj = 0; bj < a.nbc; ++bj)
+      ChunkProduct(a.R, a.C, a.drt, a.dc, a.coeffs + (bi * a.nbc + bj) * a.R * a.C, a.C, a.out + bi * a.R * a.cols + bj * a.C,
+                   a.cols, a.z, *a.nz);
+}
+void InverseChunksBaseline(const InverseArgs& a) { InverseChunksBody(a); }
+#if SHOAL_HAVE_AVX2_BODIES
+SHOAL_TARGET_AVX2 void InverseChunksAvx2(const InverseArgs& a) { InverseChunksBody(a); }
+#endif
 
 class Dct final : public Transform {
  public:
@@ -179,10 +205,11 @@ class Dct final : public Transform {
     const int64_t nbr = rows / R, nbc = cols / C;
     std::vector<float> z(static_cast<size_t>(R * C));
     std::vector<char> nz(static_cast<size_t>(R));
-    for (int64_t bi = 0; bi < nbr; ++bi)
-      for (int64_t bj = 0; bj < nbc; ++bj)
-        ChunkProduct(R, C, drt.data(), dc.data(), coeffs.data() + (bi * nbc + bj) * R * C, C,
-                     out.data() + bi * R * cols + bj * C, cols, z.data(), nz);
+    const InverseArgs args{R, C, nbr, nbc, cols, drt.data(), dc.data(), coeffs.data(), out.data(), z.data(), &nz};
+#if SHOAL_HAVE_AVX2_BODIES
+    if (simd::Active() == simd::Level::kAvx2) return InverseChunksAvx2(args);
+#endif
+    InverseChunksBaseline(args);
   }
 
  private:

@@ -41,7 +41,7 @@ inline int64_t LargestDivisorAtMost(int64_t dim, int64_t chunk) {
 
 // y[0..n) += a * x[0..n), each element one multiply and one add (no reassociation), so the bits
 // do not depend on the machine; blocks of 8 let the compiler vectorize it at -O2.
-inline void AxpyInOrder(float a, const float* __restrict x, float* __restrict y, int64_t n) {
+[[gnu::always_inline]] inline void AxpyInOrder(float a, const float* __restrict x, float* __restrict y, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
     for (int j = 0; j < 8; ++j) y[i + j] += a * x[i + j];

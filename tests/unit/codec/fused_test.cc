@@ -129,6 +129,34 @@ TEST(FusedEncoderTest, PayloadsAndResidualsMatchTheUnfusedEncodersRecordedHashes
   }
 }
 
+// Every payload decodes to the same bits at every SIMD level (the decoders' kernels: the DCT's
+// inverse, the finiteness checks), for payloads encoded at every level.
+TEST(FusedEncoderTest, DecodedValuesAreIdenticalAtEverySimdLevel) {
+  const auto layout = Layout();
+  const size_t n = LayoutSize(layout);
+  for (const auto& g : kGolden) {
+    auto c = Codec::Create(g.spec, layout);
+    ASSERT_TRUE(c.ok()) << g.spec;
+    std::vector<std::vector<uint8_t>> payloads;
+    for (simd::Level level : Levels()) {
+      ForceLevel force(level);
+      auto p = (*c)->Encode(Update(n, 7 + payloads.size()), Ctx(payloads.size()));
+      ASSERT_TRUE(p.ok()) << g.spec;
+      payloads.push_back(std::move(*p));
+    }
+    for (size_t k = 0; k < payloads.size(); ++k) {
+      std::vector<std::vector<float>> decoded;
+      for (simd::Level level : Levels()) {
+        ForceLevel force(level);
+        decoded.emplace_back(n);
+        ASSERT_TRUE((*c)->Decode(payloads[k], Ctx(k), decoded.back()).ok()) << g.spec;
+      }
+      for (size_t l = 1; l < decoded.size(); ++l)
+        EXPECT_EQ(std::memcmp(decoded[0].data(), decoded[l].data(), n * sizeof(float)), 0) << g.spec;
+    }
+  }
+}
+
 // The unfused reference: the spec without "ef" encodes x = fl(u + r) (same wire), its decode d
 // gives the residual fl(x - d).
 TEST(FusedEncoderTest, ErrorFeedbackEqualsTheUnfusedReferenceBitForBit) {
