@@ -6,12 +6,13 @@
 
 #include "codec/bytes.h"
 #include "codec/kernels.h"
+#include "codec/simd.h"
 #include "codec/stages.h"
 
 namespace shoal::codec {
 namespace {
 
-inline uint16_t FloatToBf16(float x) {
+[[gnu::always_inline]] inline uint16_t FloatToBf16(float x) {
   uint32_t u = std::bit_cast<uint32_t>(x);
   const uint32_t sign = u & 0x80000000u;
   const uint32_t a = u & 0x7fffffffu;
@@ -21,27 +22,37 @@ inline uint16_t FloatToBf16(float x) {
   return static_cast<uint16_t>(r | (sign >> 16));
 }
 
+// The conversion in one pass that also detects non-finite inputs (false when one is found);
+// compiled at each SIMD level (simd.h), integer operations only, so the bits agree.
+[[gnu::always_inline]] inline bool ConvertBody(const float* x, size_t n, uint8_t* __restrict p) {
+  uint32_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {  // one plain loop: the form the vectorizer takes
+    const uint32_t u = std::bit_cast<uint32_t>(x[i]);
+    bad |= static_cast<uint32_t>((u & 0x7f800000u) == 0x7f800000u);
+    const uint16_t h = FloatToBf16(x[i]);
+    std::memcpy(p + 2 * i, &h, 2);
+  }
+  return bad == 0;
+}
+bool ConvertBaseline(const float* x, size_t n, uint8_t* p) { return ConvertBody(x, n, p); }
+#if SHOAL_HAVE_AVX2_BODIES
+SHOAL_TARGET_AVX2 bool ConvertAvx2(const float* x, size_t n, uint8_t* p) { return ConvertBody(x, n, p); }
+#endif
+bool Convert(const float* x, size_t n, uint8_t* p) {
+#if SHOAL_HAVE_AVX2_BODIES
+  if (simd::Active() == simd::Level::kAvx2) return ConvertAvx2(x, n, p);
+#endif
+  return ConvertBaseline(x, n, p);
+}
+
 class Bf16 final : public Quantizer {
  public:
   StageId id() const override { return StageId::kBf16; }
   size_t MaxEncodedBytes(size_t n) const override { return 2 * n; }
 
   Status Encode(std::span<const float> values, const RoundContext&, size_t, ByteWriter* out) const override {
-    if (const size_t bad = kernels::FirstNonFinite(values); bad != kernels::kAllFinite) return NotFinite(bad);
-    const size_t n = values.size();
-    uint8_t* p = out->Extend(n * 2);
-    const float* x = values.data();
-    size_t i = 0;
-    for (; i + 16 <= n; i += 16) {  // fixed-size blocks so -O2 vectorizes
-      uint16_t h[16];
-      for (size_t j = 0; j < 16; ++j) h[j] = FloatToBf16(x[i + j]);
-      std::memcpy(p + 2 * i, h, sizeof h);
-    }
-    for (; i < n; ++i) {
-      uint16_t h = FloatToBf16(x[i]);
-      std::memcpy(p + 2 * i, &h, 2);
-    }
-    return Status::Ok();
+    const bool finite = Convert(values.data(), values.size(), out->Extend(values.size() * 2));
+    return finite ? Status::Ok() : NotFinite(kernels::FirstNonFinite(values));
   }
 
   Status Decode(ByteReader* in, std::span<float> values) const override {

@@ -7,30 +7,82 @@
 
 #include "codec/bytes.h"
 #include "codec/kernels.h"
+#include "codec/simd.h"
 #include "codec/stages.h"
 
 namespace shoal::codec {
 namespace {
 
-inline uint16_t FloatToHalf(float x) {
+// Branch-free (all three cases computed, one chosen), so that it vectorizes; the unchosen
+// cases' arithmetic cannot trap (no FP exceptions are enabled) and never reaches the result.
+[[gnu::always_inline]] inline uint16_t FloatToHalf(float x) {
   uint32_t f = std::bit_cast<uint32_t>(x);
   const uint32_t sign = (f >> 16) & 0x8000u;
   f &= 0x7fffffffu;
-  uint32_t h;
-  if (f >= 0x47800000u) {           // >= 65536, Inf or NaN
-    h = f > 0x7f800000u ? 0 : 0x7bffu;  // NaN -> 0, else saturate
-  } else if (f < 0x38800000u) {     // < 2^-14: subnormal half or zero
-    // Adding 0.5 aligns the value so that the float adder's own round-to-nearest-even
-    // rounds at the half-subnormal step 2^-24; the low mantissa bits are the result.
-    float v = std::bit_cast<float>(f) + 0.5f;
-    h = std::bit_cast<uint32_t>(v) - 0x3f000000u;
-  } else {
-    const uint32_t odd = (f >> 13) & 1u;
-    f += 0xc8000fffu + odd;         // rebias exponent (-112 << 23) and round half to even
-    h = f >> 13;
-    if (h >= 0x7c00u) h = 0x7bffu;  // rounded up past 65504: saturate
-  }
+  // >= 65536, Inf or NaN: NaN -> 0, else saturate.
+  const uint32_t huge = f > 0x7f800000u ? 0u : 0x7bffu;
+  // < 2^-14, a subnormal half or zero: adding 0.5 aligns the value so that the float adder's
+  // own round-to-nearest-even rounds at the half-subnormal step 2^-24; the low mantissa bits
+  // are the result.
+  const uint32_t tiny = std::bit_cast<uint32_t>(std::bit_cast<float>(f) + 0.5f) - 0x3f000000u;
+  // Normal: rebias the exponent (-112 << 23) and round half to even; past 65504: saturate.
+  uint32_t normal = (f + 0xc8000fffu + ((f >> 13) & 1u)) >> 13;
+  normal = normal >= 0x7c00u ? 0x7bffu : normal;
+  const uint32_t h = f >= 0x47800000u ? huge : (f < 0x38800000u ? tiny : normal);
   return static_cast<uint16_t>(h | sign);
+}
+
+[[gnu::always_inline]] inline uint32_t HalfToFloatBits(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t e = (h >> 10) & 0x1fu;
+  const uint32_t m = h & 0x3ffu;
+  // Subnormal or zero: m * 2^-24 is exact in float.
+  const uint32_t sub = std::bit_cast<uint32_t>(static_cast<float>(static_cast<int32_t>(m)) * 5.9604644775390625e-8f) | sign;
+  const uint32_t normal = sign | ((e + 112u) << 23) | (m << 13);
+  return e == 0 ? sub : normal;
+}
+
+// Encode and decode loops, compiled at each SIMD level (simd.h); the same operations, so the
+// same bits. Encode returns false when some input is not finite; decode when some half is
+// Inf or NaN.
+[[gnu::always_inline]] inline bool EncodeBody(const float* x, size_t n, uint8_t* p) {
+  uint32_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t u = std::bit_cast<uint32_t>(x[i]);
+    bad |= static_cast<uint32_t>((u & 0x7f800000u) == 0x7f800000u);
+    const uint16_t h = FloatToHalf(x[i]);
+    std::memcpy(p + 2 * i, &h, 2);
+  }
+  return bad == 0;
+}
+[[gnu::always_inline]] inline bool DecodeBody(const uint8_t* b, size_t n, float* out) {
+  uint32_t bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t h;
+    std::memcpy(&h, b + 2 * i, 2);
+    bad |= static_cast<uint32_t>(((h >> 10) & 0x1fu) == 0x1fu);
+    const uint32_t f = HalfToFloatBits(h);
+    std::memcpy(out + i, &f, 4);
+  }
+  return bad == 0;
+}
+bool EncodeBaseline(const float* x, size_t n, uint8_t* p) { return EncodeBody(x, n, p); }
+bool DecodeBaseline(const uint8_t* b, size_t n, float* out) { return DecodeBody(b, n, out); }
+#if SHOAL_HAVE_AVX2_BODIES
+SHOAL_TARGET_AVX2 bool EncodeAvx2(const float* x, size_t n, uint8_t* p) { return EncodeBody(x, n, p); }
+SHOAL_TARGET_AVX2 bool DecodeAvx2(const uint8_t* b, size_t n, float* out) { return DecodeBody(b, n, out); }
+#endif
+bool EncodeHalves(const float* x, size_t n, uint8_t* p) {
+#if SHOAL_HAVE_AVX2_BODIES
+  if (simd::Active() == simd::Level::kAvx2) return EncodeAvx2(x, n, p);
+#endif
+  return EncodeBaseline(x, n, p);
+}
+bool DecodeHalves(const uint8_t* b, size_t n, float* out) {
+#if SHOAL_HAVE_AVX2_BODIES
+  if (simd::Active() == simd::Level::kAvx2) return DecodeAvx2(b, n, out);
+#endif
+  return DecodeBaseline(b, n, out);
 }
 
 class Fp16 final : public Quantizer {
@@ -39,36 +91,15 @@ class Fp16 final : public Quantizer {
   size_t MaxEncodedBytes(size_t n) const override { return 2 * n; }
 
   Status Encode(std::span<const float> values, const RoundContext&, size_t, ByteWriter* out) const override {
-    if (const size_t bad = kernels::FirstNonFinite(values); bad != kernels::kAllFinite) return NotFinite(bad);
-    uint8_t* p = out->Extend(values.size() * 2);
-    for (size_t i = 0; i < values.size(); ++i) {
-      uint16_t h = FloatToHalf(values[i]);
-      std::memcpy(p + 2 * i, &h, 2);
-    }
-    return Status::Ok();
+    const bool finite = EncodeHalves(values.data(), values.size(), out->Extend(values.size() * 2));
+    return finite ? Status::Ok() : NotFinite(kernels::FirstNonFinite(values));
   }
 
   Status Decode(ByteReader* in, std::span<float> values) const override {
     std::span<const uint8_t> b;
     SHOAL_RETURN_IF_ERROR(in->ReadBytes(values.size() * 2, &b, "fp16 values"));
-    uint32_t bad = 0;
-    for (size_t i = 0; i < values.size(); ++i) {
-      uint16_t h;
-      std::memcpy(&h, b.data() + 2 * i, 2);
-      const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-      const uint32_t e = (h >> 10) & 0x1fu;
-      const uint32_t m = h & 0x3ffu;
-      bad |= (e == 0x1f);
-      uint32_t f;
-      if (e == 0) {
-        // Subnormal or zero: m * 2^-24 is exact in float.
-        f = std::bit_cast<uint32_t>(static_cast<float>(m) * 5.9604644775390625e-8f) | sign;
-      } else {
-        f = sign | ((e + 112u) << 23) | (m << 13);
-      }
-      values[i] = std::bit_cast<float>(f);
-    }
-    if (bad) return Status::Corruption("fp16 payload holds an Inf or NaN value");
+    if (!DecodeHalves(b.data(), values.size(), values.data()))
+      return Status::Corruption("fp16 payload holds an Inf or NaN value");
     return Status::Ok();
   }
 };

@@ -121,6 +121,26 @@ SHOAL_TARGET_AVX2 void SubtractSignedAvx2(float* x, size_t n, uint32_t m_bits) {
 }
 #endif
 
+// Decode: out[i] = +-m, the sign from bit i (LSB first).
+[[gnu::always_inline]] inline void ExpandBody(const uint8_t* bits, size_t n, uint32_t m_bits, float* out) {
+  for (size_t i = 0; i < n; ++i) {  // one plain loop: the form the vectorizer takes
+    const uint32_t f = m_bits | (((static_cast<uint32_t>(bits[i / 8]) >> (i % 8)) & 1u) << 31);
+    std::memcpy(out + i, &f, 4);
+  }
+}
+void ExpandBaseline(const uint8_t* bits, size_t n, uint32_t m_bits, float* out) { ExpandBody(bits, n, m_bits, out); }
+#if SHOAL_HAVE_AVX2_BODIES
+SHOAL_TARGET_AVX2 void ExpandAvx2(const uint8_t* bits, size_t n, uint32_t m_bits, float* out) {
+  ExpandBody(bits, n, m_bits, out);
+}
+#endif
+void Expand(const uint8_t* bits, size_t n, uint32_t m_bits, float* out) {
+#if SHOAL_HAVE_AVX2_BODIES
+  if (simd::Active() == simd::Level::kAvx2) return ExpandAvx2(bits, n, m_bits, out);
+#endif
+  ExpandBaseline(bits, n, m_bits, out);
+}
+
 bool Signs(const float* u, const float* r, float* x_out, size_t n, uint8_t* bits, double* total) {
 #if SHOAL_HAVE_AVX2_BODIES
   if (simd::Active() == simd::Level::kAvx2) return SignsAvx2(u, r, x_out, n, bits, total);
@@ -159,19 +179,7 @@ class Sign final : public Quantizer {
     if (n % 8 != 0 && (bits[n / 8] >> (n % 8)) != 0) {
       return Status::Corruption("sign payload: non-zero padding bits");
     }
-    const uint32_t pos = std::bit_cast<uint32_t>(scale);
-    float* out = values.data();
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-      const uint32_t b = bits[i / 8];
-      uint32_t f[8];
-      for (size_t j = 0; j < 8; ++j) f[j] = pos | (((b >> j) & 1u) << 31);
-      std::memcpy(out + i, f, sizeof f);
-    }
-    for (; i < n; ++i) {
-      const uint32_t f = pos | (((static_cast<uint32_t>(bits[i / 8]) >> (i % 8)) & 1u) << 31);
-      std::memcpy(out + i, &f, 4);
-    }
+    Expand(bits.data(), n, std::bit_cast<uint32_t>(scale), values.data());
     return Status::Ok();
   }
 
