@@ -283,7 +283,7 @@ std::unique_ptr<codec::Quantizer> HostQuantizer(const std::string& spec) {
 
 std::vector<uint8_t> HostEncode(const codec::Quantizer& q, const std::vector<float>& x) {
   codec::ByteWriter w;
-  q.Encode(x, codec::RoundContext{3, 4, 5}, 0, &w);
+  EXPECT_TRUE(q.Encode(x, codec::RoundContext{3, 4, 5}, 0, &w).ok());
   return w.Release();
 }
 

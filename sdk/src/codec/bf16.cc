@@ -34,16 +34,7 @@ namespace {
   }
   return bad == 0;
 }
-bool ConvertBaseline(const float* x, size_t n, uint8_t* p) { return ConvertBody(x, n, p); }
-#if SHOAL_HAVE_AVX2_BODIES
-SHOAL_TARGET_AVX2 bool ConvertAvx2(const float* x, size_t n, uint8_t* p) { return ConvertBody(x, n, p); }
-#endif
-bool Convert(const float* x, size_t n, uint8_t* p) {
-#if SHOAL_HAVE_AVX2_BODIES
-  if (simd::Active() == simd::Level::kAvx2) return ConvertAvx2(x, n, p);
-#endif
-  return ConvertBaseline(x, n, p);
-}
+SHOAL_SIMD_CLONES(bool, Convert, (const float* x, size_t n, uint8_t* p), (x, n, p))
 
 class Bf16 final : public Quantizer {
  public:
@@ -51,7 +42,7 @@ class Bf16 final : public Quantizer {
   size_t MaxEncodedBytes(size_t n) const override { return 2 * n; }
 
   Status Encode(std::span<const float> values, const RoundContext&, size_t, ByteWriter* out) const override {
-    const bool finite = Convert(values.data(), values.size(), out->Extend(values.size() * 2));
+    const bool finite = SHOAL_SIMD_CALL(Convert, values.data(), values.size(), out->Extend(values.size() * 2));
     return finite ? Status::Ok() : NotFinite(kernels::FirstNonFinite(values));
   }
 

@@ -107,10 +107,7 @@ struct InverseArgs {
       ChunkProduct(a.R, a.C, a.drt, a.dc, a.coeffs + (bi * a.nbc + bj) * a.R * a.C, a.C, a.out + bi * a.R * a.cols + bj * a.C,
                    a.cols, a.z, *a.nz);
 }
-void InverseChunksBaseline(const InverseArgs& a) { InverseChunksBody(a); }
-#if SHOAL_HAVE_AVX2_BODIES
-SHOAL_TARGET_AVX2 void InverseChunksAvx2(const InverseArgs& a) { InverseChunksBody(a); }
-#endif
+SHOAL_SIMD_CLONES(void, InverseChunks, (const InverseArgs& a), (a))
 
 class Dct final : public Transform {
  public:
@@ -206,10 +203,7 @@ class Dct final : public Transform {
     std::vector<float> z(static_cast<size_t>(R * C));
     std::vector<char> nz(static_cast<size_t>(R));
     const InverseArgs args{R, C, nbr, nbc, cols, drt.data(), dc.data(), coeffs.data(), out.data(), z.data(), &nz};
-#if SHOAL_HAVE_AVX2_BODIES
-    if (simd::Active() == simd::Level::kAvx2) return InverseChunksAvx2(args);
-#endif
-    InverseChunksBaseline(args);
+    SHOAL_SIMD_CALL(InverseChunks, args);
   }
 
  private:

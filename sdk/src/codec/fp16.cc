@@ -66,24 +66,8 @@ namespace {
   }
   return bad == 0;
 }
-bool EncodeBaseline(const float* x, size_t n, uint8_t* p) { return EncodeBody(x, n, p); }
-bool DecodeBaseline(const uint8_t* b, size_t n, float* out) { return DecodeBody(b, n, out); }
-#if SHOAL_HAVE_AVX2_BODIES
-SHOAL_TARGET_AVX2 bool EncodeAvx2(const float* x, size_t n, uint8_t* p) { return EncodeBody(x, n, p); }
-SHOAL_TARGET_AVX2 bool DecodeAvx2(const uint8_t* b, size_t n, float* out) { return DecodeBody(b, n, out); }
-#endif
-bool EncodeHalves(const float* x, size_t n, uint8_t* p) {
-#if SHOAL_HAVE_AVX2_BODIES
-  if (simd::Active() == simd::Level::kAvx2) return EncodeAvx2(x, n, p);
-#endif
-  return EncodeBaseline(x, n, p);
-}
-bool DecodeHalves(const uint8_t* b, size_t n, float* out) {
-#if SHOAL_HAVE_AVX2_BODIES
-  if (simd::Active() == simd::Level::kAvx2) return DecodeAvx2(b, n, out);
-#endif
-  return DecodeBaseline(b, n, out);
-}
+SHOAL_SIMD_CLONES(bool, Encode, (const float* x, size_t n, uint8_t* p), (x, n, p))
+SHOAL_SIMD_CLONES(bool, Decode, (const uint8_t* b, size_t n, float* out), (b, n, out))
 
 class Fp16 final : public Quantizer {
  public:
@@ -91,14 +75,14 @@ class Fp16 final : public Quantizer {
   size_t MaxEncodedBytes(size_t n) const override { return 2 * n; }
 
   Status Encode(std::span<const float> values, const RoundContext&, size_t, ByteWriter* out) const override {
-    const bool finite = EncodeHalves(values.data(), values.size(), out->Extend(values.size() * 2));
+    const bool finite = SHOAL_SIMD_CALL(Encode, values.data(), values.size(), out->Extend(values.size() * 2));
     return finite ? Status::Ok() : NotFinite(kernels::FirstNonFinite(values));
   }
 
   Status Decode(ByteReader* in, std::span<float> values) const override {
     std::span<const uint8_t> b;
     SHOAL_RETURN_IF_ERROR(in->ReadBytes(values.size() * 2, &b, "fp16 values"));
-    if (!DecodeHalves(b.data(), values.size(), values.data()))
+    if (!SHOAL_SIMD_CALL(Decode, b.data(), values.size(), values.data()))
       return Status::Corruption("fp16 payload holds an Inf or NaN value");
     return Status::Ok();
   }

@@ -141,20 +141,6 @@ SHOAL_TARGET_AVX2 void RoundAvx2(const float* x, size_t n, float inv, float scal
 }
 #endif
 
-uint32_t AbsMax(const float* u, const float* r, float* x, size_t n) {
-#if SHOAL_HAVE_AVX2_BODIES
-  if (simd::Active() == simd::Level::kAvx2) return AbsMaxAvx2(u, r, x, n);
-#endif
-  return AbsMaxBaseline(u, r, x, n);
-}
-
-void Round(const float* x, size_t n, float inv, float scale, int8_t* q, float* residual) {
-#if SHOAL_HAVE_AVX2_BODIES
-  if (simd::Active() == simd::Level::kAvx2) return RoundAvx2(x, n, inv, scale, q, residual);
-#endif
-  RoundBaseline(x, n, inv, scale, q, residual);
-}
-
 size_t FirstNonFiniteOf(const float* x, size_t n) {
   for (size_t i = 0; i < n; ++i)
     if (!std::isfinite(x[i])) return i;
@@ -221,7 +207,7 @@ class Int8 final : public Quantizer {
       const float* uc = u + begin;
       float* nc = next ? next + begin : nullptr;
       if (r && !next) return Status::Internal("int8: a residual without a buffer for the next one");
-      const uint32_t bits = AbsMax(uc, r ? r + begin : nullptr, nc, len);
+      const uint32_t bits = SHOAL_SIMD_CALL(AbsMax, uc, r ? r + begin : nullptr, nc, len);
       const float* x = r ? nc : uc;
       if (bits >= kInfBits) return NotFinite(begin + FirstNonFiniteOf(x, len));
       int8_t* qc = q + begin;
@@ -241,7 +227,7 @@ class Int8 final : public Quantizer {
           qc[i] = static_cast<int8_t>(static_cast<int>(rounded));
         }
       } else {
-        Round(x, len, inv, scale, qc, nc);
+        SHOAL_SIMD_CALL(Round, x, len, inv, scale, qc, nc);
         continue;
       }
       if (nc) {

@@ -83,18 +83,10 @@ SHOAL_TARGET_AVX2 size_t AddCheckedAvx2(const float* a, const float* b, float* o
 
 }  // namespace
 
-size_t FirstNonFinite(std::span<const float> v) {
-#if SHOAL_HAVE_AVX2_BODIES
-  if (simd::Active() == simd::Level::kAvx2) return FirstNonFiniteAvx2(v.data(), v.size());
-#endif
-  return FirstNonFiniteBaseline(v.data(), v.size());
-}
+size_t FirstNonFinite(std::span<const float> v) { return SHOAL_SIMD_CALL(FirstNonFinite, v.data(), v.size()); }
 
 size_t AddChecked(std::span<const float> a, std::span<const float> b, std::span<float> out) {
-#if SHOAL_HAVE_AVX2_BODIES
-  if (simd::Active() == simd::Level::kAvx2) return AddCheckedAvx2(a.data(), b.data(), out.data(), a.size());
-#endif
-  return AddCheckedBaseline(a.data(), b.data(), out.data(), a.size());
+  return SHOAL_SIMD_CALL(AddChecked, a.data(), b.data(), out.data(), a.size());
 }
 
 }  // namespace shoal::codec::kernels

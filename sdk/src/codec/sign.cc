@@ -128,32 +128,8 @@ SHOAL_TARGET_AVX2 void SubtractSignedAvx2(float* x, size_t n, uint32_t m_bits) {
     std::memcpy(out + i, &f, 4);
   }
 }
-void ExpandBaseline(const uint8_t* bits, size_t n, uint32_t m_bits, float* out) { ExpandBody(bits, n, m_bits, out); }
-#if SHOAL_HAVE_AVX2_BODIES
-SHOAL_TARGET_AVX2 void ExpandAvx2(const uint8_t* bits, size_t n, uint32_t m_bits, float* out) {
-  ExpandBody(bits, n, m_bits, out);
-}
-#endif
-void Expand(const uint8_t* bits, size_t n, uint32_t m_bits, float* out) {
-#if SHOAL_HAVE_AVX2_BODIES
-  if (simd::Active() == simd::Level::kAvx2) return ExpandAvx2(bits, n, m_bits, out);
-#endif
-  ExpandBaseline(bits, n, m_bits, out);
-}
+SHOAL_SIMD_CLONES(void, Expand, (const uint8_t* bits, size_t n, uint32_t m_bits, float* out), (bits, n, m_bits, out))
 
-bool Signs(const float* u, const float* r, float* x_out, size_t n, uint8_t* bits, double* total) {
-#if SHOAL_HAVE_AVX2_BODIES
-  if (simd::Active() == simd::Level::kAvx2) return SignsAvx2(u, r, x_out, n, bits, total);
-#endif
-  return SignsBaseline(u, r, x_out, n, bits, total);
-}
-
-void SubtractSigned(float* x, size_t n, uint32_t m_bits) {
-#if SHOAL_HAVE_AVX2_BODIES
-  if (simd::Active() == simd::Level::kAvx2) return SubtractSignedAvx2(x, n, m_bits);
-#endif
-  SubtractSignedBaseline(x, n, m_bits);
-}
 
 class Sign final : public Quantizer {
  public:
@@ -179,7 +155,7 @@ class Sign final : public Quantizer {
     if (n % 8 != 0 && (bits[n / 8] >> (n % 8)) != 0) {
       return Status::Corruption("sign payload: non-zero padding bits");
     }
-    Expand(bits.data(), n, std::bit_cast<uint32_t>(scale), values.data());
+    SHOAL_SIMD_CALL(Expand, bits.data(), n, std::bit_cast<uint32_t>(scale), values.data());
     return Status::Ok();
   }
 
@@ -191,7 +167,7 @@ class Sign final : public Quantizer {
     uint8_t* bits = out->Extend((n + 7) / 8);
     float* x_out = r ? next : nullptr;
     double total = 0;
-    bool finite = Signs(u, r, x_out, n, bits, &total);
+    bool finite = SHOAL_SIMD_CALL(Signs, u, r, x_out, n, bits, &total);
     const float* x = r ? next : u;
     size_t i = n - n % 64;
     for (; i < n; ++i) {
@@ -210,7 +186,7 @@ class Sign final : public Quantizer {
     std::memcpy(out->data() + scale_pos, &scale, 4);
     if (next) {
       if (!r) std::copy(x, x + n, next);
-      SubtractSigned(next, n, std::bit_cast<uint32_t>(scale));
+      SHOAL_SIMD_CALL(SubtractSigned, next, n, std::bit_cast<uint32_t>(scale));
     }
     return Status::Ok();
   }

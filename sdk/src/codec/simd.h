@@ -21,6 +21,29 @@
 #define SHOAL_TARGET_AVX2
 #endif
 
+// Calling a kernel with a body per level: SHOAL_SIMD_CALL(Name, args...) calls NameAvx2 or
+// NameBaseline by Active() (NameBaseline alone where no AVX2 bodies are built).
+#if SHOAL_HAVE_AVX2_BODIES
+#define SHOAL_SIMD_CALL(name, ...)                                                                      \
+  (::shoal::codec::simd::Active() == ::shoal::codec::simd::Level::kAvx2 ? name##Avx2(__VA_ARGS__) \
+                                                                        : name##Baseline(__VA_ARGS__))
+#else
+#define SHOAL_SIMD_CALL(name, ...) name##Baseline(__VA_ARGS__)
+#endif
+
+// A kernel written once as an [[gnu::always_inline]] NameBody, compiled at each level:
+// SHOAL_SIMD_CLONES(ret, Name, (params...), (args...)) defines NameBaseline and NameAvx2, each
+// `return NameBody(args...)`. The compiler vectorizes the same source for each ISA; with
+// -ffp-contract=off both compute the same IEEE operations.
+#if SHOAL_HAVE_AVX2_BODIES
+#define SHOAL_SIMD_CLONES(ret, name, params, args)                 \
+  ret name##Baseline params { return name##Body args; }             \
+  SHOAL_TARGET_AVX2 ret name##Avx2 params { return name##Body args; }
+#else
+#define SHOAL_SIMD_CLONES(ret, name, params, args) \
+  ret name##Baseline params { return name##Body args; }
+#endif
+
 namespace shoal::codec::simd {
 
 enum class Level { kBaseline, kAvx2 };

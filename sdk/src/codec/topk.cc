@@ -125,10 +125,7 @@ SHOAL_TARGET_AVX2 size_t CollectAvx2(const float* v, size_t b, size_t e, uint32_
 #endif
 
 size_t Collect(const float* v, size_t b, size_t e, uint32_t t, uint32_t mask, uint32_t* o, uint32_t* ok, size_t c) {
-#if SHOAL_HAVE_AVX2_BODIES
-  if (simd::Active() == simd::Level::kAvx2) return CollectAvx2(v, b, e, t, mask, o, ok, c);
-#endif
-  return CollectBaseline(v, b, e, t, mask, o, ok, c);
+  return SHOAL_SIMD_CALL(Collect, v, b, e, t, mask, o, ok, c);
 }
 
 #if SHOAL_HAVE_AVX2_BODIES
@@ -201,18 +198,7 @@ size_t CollectSum(const float* a, const float* bb, float* x, size_t b, size_t e,
   }
   for (size_t j = 0; i + j < len; ++j) M[j] = std::max(M[j], Key(v[i + j], mask));
 }
-void SlotMaxBaseline(const float* v, size_t len, size_t S, uint32_t mask, uint32_t* M) { SlotMaxBody(v, len, S, mask, M); }
-#if SHOAL_HAVE_AVX2_BODIES
-SHOAL_TARGET_AVX2 void SlotMaxAvx2(const float* v, size_t len, size_t S, uint32_t mask, uint32_t* M) {
-  SlotMaxBody(v, len, S, mask, M);
-}
-#endif
-void SlotMax(const float* v, size_t len, size_t S, uint32_t mask, uint32_t* M) {
-#if SHOAL_HAVE_AVX2_BODIES
-  if (simd::Active() == simd::Level::kAvx2) return SlotMaxAvx2(v, len, S, mask, M);
-#endif
-  SlotMaxBaseline(v, len, S, mask, M);
-}
+SHOAL_SIMD_CLONES(void, SlotMax, (const float* v, size_t len, size_t S, uint32_t mask, uint32_t* M), (v, len, S, mask, M))
 
 #if SHOAL_HAVE_AVX2_BODIES
 // For each 8-bit mask, the lane order that moves the set lanes to the front (left-packing with
@@ -518,7 +504,7 @@ class TopK final : public Selector {
     }
 #endif
     uint32_t M[64];
-    SlotMax(v, len, slots, mask, M);
+    SHOAL_SIMD_CALL(SlotMax, v, len, slots, mask, M);
     const uint32_t low = *std::min_element(M, M + slots);
     if (s->cand.size() < len) {
       s->cand.resize(len);

@@ -24,8 +24,9 @@ class Encode final : public UpdateStage {
   const char* name() const override { return "encode"; }
   Status Apply(Update& u) override {
     const auto started = std::chrono::steady_clock::now();
-    SHOAL_ASSIGN_OR_RETURN(u.payload,
-                           codec_->Encode(u.delta, codec::MakeRoundContext(seed_, u.round, codec::NameSeed(u.author))));
+    // Into the update's own buffer: an update reused across rounds keeps its capacity.
+    SHOAL_RETURN_IF_ERROR(
+        codec_->EncodeInto(u.delta, codec::MakeRoundContext(seed_, u.round, codec::NameSeed(u.author)), &u.payload));
     u.report.encode_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     return Status::Ok();
   }
