@@ -5,6 +5,8 @@
 # 2(n-1)/n x model bytes, and the step time against PyTorch's gloo all-reduce of a tensor of
 # the same size, measured in the same run (needs: scripts/setup python3-torch).
 #   bench/peer_bench.sh            (STEPS=20 by default)
+#   METHODS="allreduce-dense gloo" bench/peer_bench.sh   (some of: allgather-dense allreduce-dense
+#                                  allgather-demo diloco-int8 gossip-dense gloo)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=build/bin
@@ -34,8 +36,10 @@ run() {  # label steps flags...
   python3 bench/peer_summary.py "$label" "$OUT/$label"-p*.jsonl
 }
 
-run allgather-dense "$STEPS" --mode allgather --lr 0.05 --momentum 0.9
-run allgather-demo "$STEPS" --mode allgather --client-optimizer demo --lr 0.001 --codec demo:chunk=64,topk=8,bits=1
-run diloco-int8 3 --mode diloco --client-optimizer adamw --lr 0.001 --diloco-inner-steps 100 --codec int8
-run gossip-dense "$STEPS" --mode gossip --lr 0.05 --momentum 0.9 --gossip-k 2
-/usr/bin/python3 bench/torch_allreduce.py --numel 1126410 --world "$N" --iters 20
+want() { [ -z "${METHODS:-}" ] || [[ " $METHODS " == *" $1 "* ]]; }
+want allgather-dense && run allgather-dense "$STEPS" --mode allgather --lr 0.05 --momentum 0.9
+want allreduce-dense && run allreduce-dense "$STEPS" --mode allreduce --lr 0.05 --momentum 0.9
+want allgather-demo && run allgather-demo "$STEPS" --mode allgather --client-optimizer demo --lr 0.001 --codec demo:chunk=64,topk=8,bits=1
+want diloco-int8 && run diloco-int8 3 --mode diloco --client-optimizer adamw --lr 0.001 --diloco-inner-steps 100 --codec int8
+want gossip-dense && run gossip-dense "$STEPS" --mode gossip --lr 0.05 --momentum 0.9 --gossip-k 2
+want gloo && /usr/bin/python3 bench/torch_allreduce.py --numel 1126410 --world "$N" --iters 20

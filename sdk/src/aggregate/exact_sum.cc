@@ -1,5 +1,6 @@
 #include "aggregate/exact_sum.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <string>
@@ -109,8 +110,33 @@ Status ExactSum::Add(std::span<const float> x, uint64_t weight) {
     if (biased) m |= 0x800000;
     if (m == 0) continue;
     const int e = (biased ? static_cast<int>(biased) : 1) - 150;
-    const Int128 t = static_cast<Int128>(static_cast<u128>(m) * weight);  // < 2^64
-    AddTerm(i, (bits >> 31) ? -t : t, e);
+    const Int128 mag = static_cast<Int128>(static_cast<u128>(m) * weight);  // < 2^64
+    const Int128 neg = -static_cast<Int128>(bits >> 31);                     // 0 or -1
+    const Int128 t = (mag ^ neg) - neg;
+    // The common case inline and without data-dependent branches: a narrow coordinate, both
+    // parts aligned to the smaller exponent by shifts of at most 62, each part then below
+    // 2^126 in magnitude (|t| < 2^64; M is checked), so their sum fits. Trailing zeros are not
+    // folded here (the value is the same; AddTerm folds them when it next runs), and whatever
+    // does not fit takes AddTerm's general path.
+    Int128& M = mantissa_[i];
+    int16_t& E = exponent_[i];
+    if (E != kInWide) {
+      if (M == 0) {
+        M = t;
+        E = static_cast<int16_t>(e);
+        continue;
+      }
+      const int low = std::min<int>(e, E);
+      const int shift_m = E - low, shift_t = e - low;  // one of them is 0
+      const Int128 sign_m = M >> 127;
+      const auto abs_m = static_cast<u128>((M ^ sign_m) - sign_m);
+      if ((shift_m | shift_t) <= 62 && abs_m < (u128{1} << (126 - shift_m))) {
+        M = (M << shift_m) + (t << shift_t);
+        E = static_cast<int16_t>(low);
+        continue;
+      }
+    }
+    AddTerm(i, t, e);
   }
   ++count_;
   weight_ += weight;
