@@ -5,6 +5,7 @@
 # 2(n-1)/n x model bytes, and the step time against PyTorch's gloo all-reduce of a tensor of
 # the same size, measured in the same run (needs: scripts/setup python3-torch).
 #   bench/peer_bench.sh            (STEPS=20 by default)
+#   CURVE=1 bench/peer_bench.sh    (CurveZMQ and signatures on every link)
 #   METHODS="allreduce-dense gloo" bench/peer_bench.sh   (some of: allgather-dense allreduce-dense
 #                                  allgather-demo diloco-int8 gossip-dense gloo)
 set -euo pipefail
@@ -17,15 +18,30 @@ mkdir -p "$OUT"
 export OPENBLAS_NUM_THREADS=1
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
+# CURVE=1: every peer with its own key pair and the others' public keys allowed (CurveZMQ on
+# every link, Ed25519 signatures), as in production; the labels get a "-curve" suffix.
+if [ "${CURVE:-0}" = 1 ]; then
+  KEYS="$OUT/keys"
+  mkdir -p "$KEYS/allow"
+  for ((i = 0; i < N; i++)); do
+    [ -f "$KEYS/p$i.key" ] || "$BIN/shoal-keygen" "$KEYS/p$i" >/dev/null 2>&1
+    cp "$KEYS/p$i.pub" "$KEYS/allow/"
+  done
+fi
+
 run() {  # label steps flags...
   local label=$1 steps=$2
   shift 2
+  [ "${CURVE:-0}" = 1 ] && label="$label-curve"
   local ports=() pids=()
   for ((i = 0; i < N; i++)); do ports+=("$(port)"); done
   for ((i = 0; i < N; i++)); do
     local boot=()
     [ "$i" -gt 0 ] && boot=(--peers "tcp://127.0.0.1:${ports[0]}")
-    "$BIN/shoal-peer" --listen "tcp://127.0.0.1:${ports[$i]}" --name "p$i" --partition "$i/$N" --partition-scheme iid \
+    [ "$i" -gt 0 ] && [ "${CURVE:-0}" = 1 ] && boot=(--peers "tcp://127.0.0.1:${ports[0]}@$KEYS/p0.pub")
+    local keys=()
+    [ "${CURVE:-0}" = 1 ] && keys=(--secret-key "$KEYS/p$i.key" --allow-keys "$KEYS/allow")
+    "$BIN/shoal-peer" --listen "tcp://127.0.0.1:${ports[$i]}" --name "p$i" --partition "$i/$N" --partition-scheme iid "${keys[@]}" \
       --model mlp:1024,1024 --seed 1 --steps "$steps" --min-peers "$N" --eval-every 0 --device cpu \
       --step-timeout 30 --heartbeat-timeout 30 "${boot[@]}" "$@" --metrics-out "$OUT/$label-p$i.jsonl" \
       2>"$OUT/$label-p$i.log" &

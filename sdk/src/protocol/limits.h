@@ -38,6 +38,10 @@ inline constexpr size_t kMaxClientName = 64;  // printable ASCII, no spaces
 // Peers.
 inline constexpr size_t kMaxPeerName = kMaxClientName;  // the same rules as client names
 inline constexpr size_t kMaxMembers = 4096;             // also the entries of a Commit
+// A ring all-reduce's segments travel in pieces of this many values (RingSegment.piece), so
+// that a member reduces and forwards one piece while the next is on the wire.
+inline constexpr size_t kRingPieceValues = size_t{1} << 16;
+inline constexpr uint32_t kMaxRingPieces = 1u << 20;    // 2^36 values per segment
 inline constexpr size_t kMaxSwarmParams = 64;
 inline constexpr size_t kHashHexChars = 64;             // a BLAKE2b-256 hash in hex (base and payload hashes)
 

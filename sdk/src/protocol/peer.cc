@@ -85,7 +85,7 @@ Frame EncodeRingSegment(const Header& h, const RingSegment& r, const ChunkRef& c
   FlatBufferBuilder fbb(chunk.data.size() + 512);
   auto c = BuildChunk(fbb, chunk);
   auto msg = wire::CreateRingSegment(fbb, fbb.CreateString(r.ring_hash), r.attempt, r.phase, r.hop, r.segment,
-                                     r.contributors, r.weight, r.loss, c);
+                                     r.contributors, r.weight, r.loss, c, r.piece);
   return Finish(fbb, h, wire::Message::RingSegment, msg.Union());
 }
 
@@ -215,6 +215,9 @@ StatusOr<RingSegment> DecodeRingSegment(const wire::RingSegment* r) {
   out.contributors = r->contributors();
   out.weight = r->weight();
   out.loss = r->loss();
+  if (r->piece() >= kMaxRingPieces)
+    return Status::Protocol("ring segment out of range: piece " + std::to_string(r->piece()) + " exceeds the piece limit");
+  out.piece = r->piece();
   out.chunk = ViewChunk(r->payload());
   return out;
 }

@@ -94,6 +94,7 @@ struct RingSegment {
   uint32_t contributors = 0;  // in [1, kMaxMembers]
   double weight = 0.0;        // finite, in [0, kMaxMembers * kMaxExamples]
   double loss = 0.0;          // finite
+  uint32_t piece = 0;         // of the segment (its kRingPieceValues values), < kMaxRingPieces
   ChunkView chunk;            // points into the frame
 };
 

@@ -1,7 +1,8 @@
 // The ring all-reduce (sdk/src/runtime/peer/ring_allreduce.h), N members wired together in
 // process: every member ends with the same bits, equal to a naive sum (exactly, for integer
 // values; to float rounding, for random ones); quantized hops stay within the int8 bound and
-// still agree bit for bit; hops out of order or carrying the wrong segment are refused.
+// still agree bit for bit; pipelined pieces in any delivery order give the unpipelined bits;
+// hops or pieces out of order or carrying the wrong segment are refused.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -21,9 +22,12 @@ struct Ring {
   std::vector<std::unique_ptr<RingAllReduce>> members;
 };
 
-// Runs a ring of inputs.size() members to completion, delivering each member's hops to the
-// next one in order (member m's queue holds what m - 1 sent).
-Ring RunRing(const std::vector<std::vector<float>>& inputs, const std::vector<double>& weights, const std::string& spec) {
+// Runs a ring of inputs.size() members to completion, each link first in, first out (member
+// m's queue holds what m - 1 sent, in order). The order in which links deliver is drawn from
+// `schedule_seed` (0: member by member, draining each queue), so that pieces of different
+// hops interleave differently.
+Ring RunRing(const std::vector<std::vector<float>>& inputs, const std::vector<double>& weights, const std::string& spec,
+             size_t piece_values = size_t{1} << 16, uint64_t schedule_seed = 0) {
   const size_t n = inputs.size();
   Ring ring;
   std::vector<std::deque<RingHop>> queue(n);
@@ -32,24 +36,31 @@ Ring RunRing(const std::vector<std::vector<float>>& inputs, const std::vector<do
     EXPECT_TRUE(c.ok()) << c.status().message();
     ring.codecs.push_back(std::move(*c));
     ring.members.push_back(std::make_unique<RingAllReduce>(n, m, inputs[m], weights[m], weights[m] * (m + 1.0),
-                                                           ring.codecs.back().get()));
+                                                           ring.codecs.back().get(), piece_values));
   }
   for (size_t m = 0; m < n; ++m) {
     auto first = ring.members[m]->Start();
     EXPECT_TRUE(first.ok());
-    if (*first) queue[(m + 1) % n].push_back(std::move(**first));
+    for (auto& piece : *first) queue[(m + 1) % n].push_back(std::move(piece));
   }
+  Rng rng(schedule_seed, 1);
+  auto deliver = [&](size_t m) {
+    auto out = ring.members[m]->Receive(std::move(queue[m].front()));
+    EXPECT_TRUE(out.ok()) << out.status().message();
+    queue[m].pop_front();
+    if (out.ok() && *out) queue[(m + 1) % n].push_back(std::move(**out));
+  };
   for (bool moved = true; moved;) {
     moved = false;
-    for (size_t m = 0; m < n; ++m) {
-      while (!queue[m].empty()) {
-        auto out = ring.members[m]->Receive(queue[m].front());
-        EXPECT_TRUE(out.ok()) << out.status().message();
-        queue[m].pop_front();
-        moved = true;
-        if (out.ok() && *out) queue[(m + 1) % n].push_back(std::move(**out));
-      }
+    if (schedule_seed) {
+      std::vector<size_t> ready;
+      for (size_t m = 0; m < n; ++m)
+        if (!queue[m].empty()) ready.push_back(m);
+      if (!ready.empty()) deliver(ready[rng.Below(ready.size())]), moved = true;
+      continue;
     }
+    for (size_t m = 0; m < n; ++m)
+      while (!queue[m].empty()) deliver(m), moved = true;
   }
   for (size_t m = 0; m < n; ++m) EXPECT_TRUE(ring.members[m]->done()) << "member " << m;
   return ring;
@@ -123,15 +134,46 @@ TEST(RingAllReduce, Int8HopsStayWithinTheQuantizationBoundAndAgree) {
   for (const auto& r : ring.members) EXPECT_TRUE(SameBits(r->sum(), ring.members[0]->sum()));
 }
 
+// Pieces of any size, delivered in any order a ring allows, give the unpipelined ring's bits
+// (one piece per segment): for the exact and element-wise codecs at any piece size, for int8
+// when its chunks divide the piece.
+TEST(RingAllReduce, PipelinedPiecesGiveTheUnpipelinedRingsBits) {
+  struct Case {
+    const char* spec;
+    size_t piece;
+  };
+  for (const Case& c : {Case{"none", 7}, Case{"none", 64}, Case{"bf16", 5}, Case{"fp16", 33}, Case{"int8:chunk=8", 64},
+                        Case{"int8:chunk=8", 8}}) {
+    for (size_t members : {2u, 3u, 5u}) {
+      const size_t n = 1001;
+      std::vector<std::vector<float>> in;
+      for (size_t m = 0; m < members; ++m) in.push_back(Random(100 + m, n));
+      const std::vector<double> weights(members, 1.0);
+      const Ring whole = RunRing(in, weights, c.spec, n);
+      for (uint64_t schedule : {0u, 1u, 2u, 3u}) {
+        const Ring pieces = RunRing(in, weights, c.spec, c.piece, schedule);
+        for (size_t m = 0; m < members; ++m) {
+          EXPECT_TRUE(SameBits(pieces.members[m]->sum(), whole.members[m]->sum()))
+              << c.spec << " piece " << c.piece << ", " << members << " members, schedule " << schedule;
+          EXPECT_EQ(pieces.members[m]->weight(), whole.members[m]->weight());
+          EXPECT_EQ(pieces.members[m]->loss(), whole.members[m]->loss());
+        }
+      }
+    }
+  }
+}
+
 TEST(RingAllReduce, HopsOutOfOrderOrWithTheWrongSegmentAreRefused) {
   auto codec = SegmentCodec::Create("none");
   ASSERT_TRUE(codec.ok());
-  RingAllReduce r(3, 1, std::vector<float>(9, 1.0f), 1.0, 0.0, codec->get());
+  RingAllReduce r(3, 1, std::vector<float>(9, 1.0f), 1.0, 0.0, codec->get(), 2);
   ASSERT_TRUE(r.Start().ok());
-  const std::vector<float> three(3, 2.0f);
-  auto payload = (*codec)->Encode(three);
+  // Segments of 3 values travel in pieces of 2 and 1.
+  const std::vector<float> two(2, 2.0f);
+  auto payload = (*codec)->Encode(two);
   ASSERT_TRUE(payload.ok());
-  // Member 1 expects reduce-scatter hop 0 carrying member 0's segment 0, from 1 contributor.
+  // Member 1 expects reduce-scatter hop 0 carrying member 0's segment 0, from 1 contributor,
+  // piece 0 first.
   RingHop hop{.phase = 0, .hop = 0, .segment = 0, .contributors = 1, .weight = 1.0, .loss = 0.0, .payload = *payload};
   RingHop wrong = hop;
   wrong.hop = 1;
@@ -145,6 +187,17 @@ TEST(RingAllReduce, HopsOutOfOrderOrWithTheWrongSegmentAreRefused) {
   wrong = hop;
   wrong.payload.pop_back();
   EXPECT_FALSE(r.Receive(wrong).ok()) << "a truncated payload";
+  wrong = hop;
+  wrong.piece = 1;
+  EXPECT_FALSE(r.Receive(wrong).ok()) << "piece 1 before piece 0";
+  wrong = hop;
+  wrong.phase = 2;
+  EXPECT_FALSE(r.Receive(wrong).ok());
+  wrong = hop;
+  wrong.hop = 7;
+  EXPECT_FALSE(r.Receive(wrong).ok());
+  EXPECT_TRUE(r.Next(0, 0, 0));
+  EXPECT_FALSE(r.Next(0, 0, 1));
   auto next = r.Receive(hop);
   ASSERT_TRUE(next.ok()) << next.status().message();
   ASSERT_TRUE(next->has_value());

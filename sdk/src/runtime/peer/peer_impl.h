@@ -89,7 +89,7 @@ struct Member {
   Clock::time_point last_heard;
 };
 
-// One hop of a ring, as it arrives (chunk by chunk) from the member before this one.
+// One piece of one hop of a ring, as it arrives (chunk by chunk) from the member before this one.
 struct RingInbound {
   std::string from;
   Clock::time_point since;  // its first chunk arrived
@@ -97,8 +97,8 @@ struct RingInbound {
   bool complete = false;
   RingHop hop;
 };
-// (step, ring hash, attempt, phase, hop)
-using RingKey = std::tuple<uint64_t, std::string, uint32_t, uint8_t, uint32_t>;
+// (step, ring hash, attempt, phase, hop, piece)
+using RingKey = std::tuple<uint64_t, std::string, uint32_t, uint8_t, uint32_t, uint32_t>;
 
 // This peer's ring of the current step: its members in order, and the reduction so far.
 struct RingRun {
@@ -109,7 +109,7 @@ struct RingRun {
   std::string prev, next;
   std::unique_ptr<RingAllReduce> reduce;
   Clock::time_point progress;  // started, or last received a chunk of this ring
-  std::deque<RingHop> outbox;  // hops for `next` not sent yet (its connection was not up)
+  std::deque<RingHop> outbox;  // pieces for `next` not sent yet (its connection was not up)
   size_t next_chunk = 0;       // of outbox.front()
 };
 
@@ -268,6 +268,8 @@ class Peer {
   Clock::time_point step_clock_ = Clock::now();
   uint64_t frames_rejected_ = 0, resyncs_ = 0, divergences_ = 0, readmitted_ = 0, ring_restarts_ = 0;
   double compute_seconds_ = 0, apply_seconds_ = 0;  // this step: local work, and decoding + applying
+  double ring_seconds_ = 0;          // this step's ring all-reduce, from its first start to done
+  Clock::time_point ring_started_;   // the first start of this step's ring
   std::map<std::string, uint64_t> rejected_by_code_;
   Clock::time_point last_heartbeat_;
 };

@@ -59,7 +59,7 @@ void Peer::RingStep() {
   const auto live = LiveNames();
   const std::string hash = RingHash(live);
   uint32_t attempt = 0;  // the highest attempt any member started on this ring
-  for (auto it = ring_inbox_.lower_bound({step, hash, 0, 0, 0});
+  for (auto it = ring_inbox_.lower_bound({step, hash, 0, 0, 0, 0});
        it != ring_inbox_.end() && std::get<0>(it->first) == step && std::get<1>(it->first) == hash; ++it)
     attempt = std::max(attempt, std::get<2>(it->first));
   if (!ring_ || ring_->step != step || ring_->hash != hash) {
@@ -78,18 +78,25 @@ void Peer::RingStep() {
     StartRing(step, live, hash, ring_->attempt + 1);
   }
   FlushRing();
-  // Take the hops that are in, in order.
+  // Take the pieces that are in, each when it is the next of its hop (pieces of different hops
+  // interleave; a hop's own come in order).
   while (ring_ && !ring_->reduce->done()) {
-    const auto [phase, hop] = ring_->reduce->expecting();
-    auto it = ring_inbox_.find({step, hash, ring_->attempt, phase, hop});
-    if (it == ring_inbox_.end() || !it->second.complete) break;
+    auto it = ring_inbox_.lower_bound({step, hash, ring_->attempt, 0, 0, 0});
+    for (; it != ring_inbox_.end() && std::get<0>(it->first) == step && std::get<1>(it->first) == hash &&
+           std::get<2>(it->first) == ring_->attempt;
+         ++it)
+      if (it->second.complete && ring_->reduce->Next(std::get<3>(it->first), std::get<4>(it->first), std::get<5>(it->first)))
+        break;
+    if (it == ring_inbox_.end() || std::get<0>(it->first) != step || std::get<1>(it->first) != hash ||
+        std::get<2>(it->first) != ring_->attempt)
+      break;
     RingInbound in = std::move(it->second);
     ring_inbox_.erase(it);
     if (in.from != ring_->prev) {
       Reject(in.from, ErrorCode::BadSender, "ring hop from " + in.from + ", who is not before this peer on the ring");
       continue;
     }
-    auto out = ring_->reduce->Receive(in.hop);
+    auto out = ring_->reduce->Receive(std::move(in.hop));
     if (!out.ok()) {
       Reject(in.from, ErrorCode::MalformedFrame, out.status().message());
       StartRing(step, live, hash, ring_->attempt + 1);  // the others follow the higher attempt
@@ -105,6 +112,7 @@ void Peer::RingStep() {
 void Peer::StartRing(uint64_t step, const std::vector<std::string>& live, const std::string& hash, uint32_t attempt) {
   const size_t n = live.size();
   const size_t pos = static_cast<size_t>(std::find(live.begin(), live.end(), self_.name) - live.begin());
+  if (!ring_ || ring_->step != step) ring_started_ = Clock::now();  // restarts count in the step's ring time
   ring_ = std::make_unique<RingRun>();
   ring_->step = step;
   ring_->hash = hash;
@@ -113,7 +121,8 @@ void Peer::StartRing(uint64_t step, const std::vector<std::string>& live, const 
   ring_->prev = live[(pos + n - 1) % n];
   ring_->next = live[(pos + 1) % n];
   ring_->progress = Clock::now();
-  ring_->reduce = std::make_unique<RingAllReduce>(n, pos, own_.values, own_.weight, own_.loss, ring_codec_.get());
+  ring_->reduce = std::make_unique<RingAllReduce>(n, pos, own_.values, own_.weight, own_.loss, ring_codec_.get(),
+                                                  protocol::kRingPieceValues);
   // Hops of this step's older attempts, or of rings this peer has left, are of no use.
   for (auto it = ring_inbox_.begin(); it != ring_inbox_.end();) {
     const bool older = std::get<0>(it->first) == step && std::get<1>(it->first) == hash && std::get<2>(it->first) < attempt;
@@ -124,7 +133,8 @@ void Peer::StartRing(uint64_t step, const std::vector<std::string>& live, const 
     train_error_ = first.status().WithContext("step " + std::to_string(step) + ": the ring's first hop");
     return;
   }
-  if (*first) SendRingHop(**first);
+  for (RingHop& piece : *first) ring_->outbox.push_back(std::move(piece));
+  FlushRing();
 }
 
 void Peer::SendRingHop(RingHop hop) {
@@ -141,7 +151,7 @@ void Peer::FlushRing() {
     const RingHop& hop = ring_->outbox.front();
     const protocol::RingSegment r{.ring_hash = ring_->hash, .attempt = ring_->attempt, .phase = hop.phase,
                                   .hop = hop.hop, .segment = hop.segment, .contributors = hop.contributors,
-                                  .weight = hop.weight, .loss = hop.loss, .chunk = {}};
+                                  .weight = hop.weight, .loss = hop.loss, .piece = hop.piece, .chunk = {}};
     const auto chunks = protocol::SplitPayload(hop.payload, swarm_info_.chunk_bytes);
     for (; ring_->next_chunk < chunks.size(); ++ring_->next_chunk) {
       protocol::Header h = Header(it->second);
@@ -160,6 +170,7 @@ void Peer::FlushRing() {
 // announces the model hash.
 void Peer::FinishRing() {
   const auto started = Clock::now();
+  ring_seconds_ = std::chrono::duration<double>(started - ring_started_).count();
   const uint64_t step = ring_->step;
   const size_t members = ring_->members.size();
   const double weight = ring_->reduce->weight();
@@ -202,7 +213,7 @@ void Peer::HandleRingSegment(const std::string& from, uint64_t step, const proto
     // mid-ring had passed this peer the last hops): say so once per attempt, with the step's
     // model hash, and the sender resynchronises.
     auto done = hash_log_.find(step);
-    if (r.phase == 0 && r.hop == 0 && done != hash_log_.end() && members_.count(from)) {
+    if (r.phase == 0 && r.hop == 0 && r.piece == 0 && done != hash_log_.end() && members_.count(from)) {
       protocol::Header h = Header(members_.at(from));
       h.round = step;
       SendTo(from, protocol::EncodeCommit(h, {}, {}, done->second));
@@ -215,7 +226,9 @@ void Peer::HandleRingSegment(const std::string& from, uint64_t step, const proto
   if (r.hop >= bound || r.segment >= bound)
     return Reject(from, ErrorCode::MalformedFrame, "ring hop " + std::to_string(r.hop) + " or segment " +
                                                        std::to_string(r.segment) + " exceeds the swarm's size");
-  RingInbound& slot = ring_inbox_[{step, r.ring_hash, r.attempt, r.phase, r.hop}];
+  if (r.piece > n_ / protocol::kRingPieceValues)
+    return Reject(from, ErrorCode::MalformedFrame, "ring piece " + std::to_string(r.piece) + " exceeds the model's pieces");
+  RingInbound& slot = ring_inbox_[{step, r.ring_hash, r.attempt, r.phase, r.hop, r.piece}];
   if (slot.complete) {
     ++rejected_by_code_["DuplicateUpdate"];
     return;
@@ -225,14 +238,14 @@ void Peer::HandleRingSegment(const std::string& from, uint64_t step, const proto
     slot.since = Clock::now();
     slot.assembler = std::make_unique<protocol::ChunkAssembler>(protocol::MaxCodecPayloadBytes(n_));
     slot.hop = RingHop{.phase = r.phase, .hop = r.hop, .segment = r.segment, .contributors = r.contributors,
-                       .weight = r.weight, .loss = r.loss, .payload = {}};
+                       .weight = r.weight, .loss = r.loss, .payload = {}, .piece = r.piece};
   } else if (slot.from != from) {
     return Reject(from, ErrorCode::BadSender, "ring hop already under way from " + slot.from);
   }
   if (ring_ && ring_->step == step) ring_->progress = Clock::now();  // a slow link, but moving
   Status st = slot.assembler->Add(r.chunk);
   if (!st.ok()) {
-    ring_inbox_.erase({step, r.ring_hash, r.attempt, r.phase, r.hop});
+    ring_inbox_.erase({step, r.ring_hash, r.attempt, r.phase, r.hop, r.piece});
     return Reject(from, ErrorCode::MalformedFrame, st.message());
   }
   if (slot.assembler->complete()) {

@@ -18,9 +18,18 @@
 // re-encodes a partial sum, so the error grows with N (one quantization per hop, as
 // INTELLECT-1's int8 ring), while the replicas stay bit-identical.
 //
-// Refuses (Receive): a hop, phase or segment other than the one expected next, a contributor
-// count that does not fit the hop, a weight that is negative or not finite, a payload that
-// does not decode to the segment's length.
+// Pipelining. A segment travels in pieces of `piece_values` values (the last may be shorter),
+// each encoded on its own: a member reduces piece j of a hop and sends piece j of its next hop
+// as soon as it arrives, while piece j + 1 is still on the wire, so sending, receiving and
+// reducing overlap along the ring. The pieces of one hop arrive in order (one sender, one
+// connection); those of different hops may interleave. Every piece is computed from the same
+// values by the same operations whatever the piece size: the sum does not depend on it, and
+// is bit-identical to the unpipelined ring (one piece per segment) for codecs whose chunks
+// divide the piece size (int8's chunk of 256 divides 65,536).
+//
+// Refuses (Receive): a phase, hop or piece that is not the next one of its hop, a segment or
+// contributor count other than the hop's, a weight that is negative or not finite, a payload
+// that does not decode to the piece's length.
 #pragma once
 
 #include <cstdint>
@@ -50,14 +59,20 @@ class SegmentCodec {
   const std::string& spec() const { return spec_; }
   StatusOr<std::vector<uint8_t>> Encode(std::span<const float> values);
   Status Decode(std::span<const uint8_t> payload, std::span<float> out);
+  // inout[i] = decoded[i] + inout[i]: with the exact codec ("none") straight from the payload's
+  // bytes, with no decoded copy in between.
+  Status DecodeAdd(std::span<const uint8_t> payload, std::span<float> inout);
+  // "none": decoding gives back exactly the values encoded.
+  bool exact() const { return spec_ == "none" || spec_.empty(); }
 
  private:
   StatusOr<codec::Codec*> For(size_t n);
   std::string spec_;
-  std::map<size_t, std::unique_ptr<codec::Codec>> by_length_;  // a ring has two segment lengths at most
+  std::map<size_t, std::unique_ptr<codec::Codec>> by_length_;  // a few piece lengths
+  std::vector<float> decoded_;                                  // DecodeAdd's scratch
 };
 
-// One hop's message, from a member to the next one.
+// One piece of one hop, from a member to the next one.
 struct RingHop {
   uint8_t phase = 0;  // 0 reduce-scatter, 1 all-gather
   uint32_t hop = 0;
@@ -66,21 +81,24 @@ struct RingHop {
   double weight = 0.0;
   double loss = 0.0;  // weight x loss, summed
   std::vector<uint8_t> payload;
+  uint32_t piece = 0;
 };
 
 class RingAllReduce {
  public:
   // Member `position` of a ring of `members` (>= 1), contributing `values` (already scaled by
-  // its weight) with `weight` and `loss` (weight x training loss).
+  // its weight) with `weight` and `loss` (weight x training loss); segments travel in pieces
+  // of `piece_values` (>= 1) values.
   RingAllReduce(size_t members, size_t position, std::vector<float> values, double weight, double loss,
-                SegmentCodec* codec);
+                SegmentCodec* codec, size_t piece_values);
 
-  // The hop to send first (reduce-scatter hop 0); none for a ring of one, which is done at once.
-  StatusOr<std::optional<RingHop>> Start();
-  // The (phase, hop) Receive expects next.
-  std::pair<uint8_t, uint32_t> expecting() const { return {phase_, hop_}; }
-  // Takes the previous member's next hop; returns the hop to send on, if any.
-  StatusOr<std::optional<RingHop>> Receive(const RingHop& in);
+  // The pieces to send first (reduce-scatter hop 0); none for a ring of one, done at once.
+  StatusOr<std::vector<RingHop>> Start();
+  // Whether a piece of (phase, hop) numbered `piece` is the next one Receive takes for that
+  // hop (a later one waits for its predecessors; an earlier one is a duplicate).
+  bool Next(uint8_t phase, uint32_t hop, uint32_t piece) const;
+  // Takes the previous member's next piece of a hop; returns the piece to send on, if any.
+  StatusOr<std::optional<RingHop>> Receive(RingHop in);
   bool done() const { return done_; }
 
   // After done(): the sum of every member's values, and of their weights and losses.
@@ -90,15 +108,18 @@ class RingAllReduce {
 
  private:
   size_t Segment(int64_t k) const;
-  std::span<float> Values(size_t segment);
+  // The segment this member receives at (phase, hop).
+  size_t SegmentAt(uint8_t phase, uint32_t hop) const;
+  size_t Pieces(size_t segment) const;
+  std::span<float> Values(size_t segment, uint32_t piece);
 
-  size_t members_, position_;
+  size_t members_, position_, piece_values_;
   std::vector<float> values_;
   double own_weight_, own_loss_;
   double weight_ = 0.0, loss_ = 0.0;
   SegmentCodec* codec_;
-  uint8_t phase_ = 0;
-  uint32_t hop_ = 0;
+  std::vector<uint32_t> received_[2];  // per phase and hop: pieces taken so far
+  size_t pieces_left_ = 0;             // pieces still to receive, all hops of both phases
   bool done_ = false;
 };
 

@@ -188,7 +188,7 @@ void Peer::FinishStep(uint64_t step, size_t included, double loss, double spread
   bytes_received_at_step_ = received;
   step_clock_ = Clock::now();
   if (metrics_.is_open()) WriteStep(s, spread);
-  compute_seconds_ = apply_seconds_ = 0;
+  compute_seconds_ = apply_seconds_ = ring_seconds_ = 0;
 }
 
 void Peer::WriteStep(const PeerStep& s, double spread) {
@@ -215,6 +215,7 @@ void Peer::WriteStep(const PeerStep& s, double spread) {
       {"rejected_by_code", rejected_by_code_},
   };
   if (spread >= 0) line["spread"] = spread;
+  if (ring_seconds_ > 0) line["ring_seconds"] = ring_seconds_;
   if (s.eval && s.eval_held_out) {
     line["test_accuracy"] = s.eval->accuracy;
     line["test_loss"] = s.eval->loss;
