@@ -4,6 +4,8 @@ all-reduce one float32 tensor of NUMEL values ITERS times; prints the median sec
 all-reduce (rank 0's view, after 2 warm-up calls) and the bytes a ring all-reduce sends per
 rank, 2 (n - 1) / n x tensor bytes.
    /usr/bin/python3 bench/torch_allreduce.py --numel 1126410 --world 4 --iters 20
+With --rank R --master ADDR --port P it runs one rank only (each in its own network namespace,
+bench/peer_shaped.sh); rank 0 prints.
 """
 import argparse
 import os
@@ -16,8 +18,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 
-def worker(rank, world, numel, iters, port, out):
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
+def worker(rank, world, numel, iters, port, out, master="127.0.0.1"):
+    os.environ["MASTER_ADDR"] = master
     os.environ["MASTER_PORT"] = str(port)
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
@@ -28,9 +30,16 @@ def worker(rank, world, numel, iters, port, out):
         t0 = time.perf_counter()
         dist.all_reduce(t)
         times.append(time.perf_counter() - t0)
-    if rank == 0:
+    if rank == 0 and out is not None:
         out.put(statistics.median(times[2:]))
+    elif rank == 0:
+        print_result(statistics.median(times[2:]), world, numel)
     dist.destroy_process_group()
+
+
+def print_result(median, world, numel):
+    ring = 2 * (world - 1) / world * numel * 4
+    print(f"gloo_allreduce_seconds {median:.6f} ring_bytes_per_rank {ring:.0f}", flush=True)
 
 
 def main():
@@ -38,7 +47,13 @@ def main():
     p.add_argument("--numel", type=int, required=True)
     p.add_argument("--world", type=int, default=4)
     p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--rank", type=int, default=-1)
+    p.add_argument("--master", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=29500)
     a = p.parse_args()
+    if a.rank >= 0:
+        worker(a.rank, a.world, a.numel, a.iters, a.port, None, a.master)
+        return
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     port = free_port()
@@ -48,8 +63,7 @@ def main():
     median = out.get(timeout=600)
     for pr in procs:
         pr.join()
-    ring = 2 * (a.world - 1) / a.world * a.numel * 4
-    print(f"gloo_allreduce_seconds {median:.6f} ring_bytes_per_rank {ring:.0f}")
+    print_result(median, a.world, a.numel)
 
 
 if __name__ == "__main__":

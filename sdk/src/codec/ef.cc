@@ -1,10 +1,14 @@
 // Error feedback (stage "ef", StageId::kErrorFeedback, slot error-feedback), after Seide et al.
 // 2014 / Karimireddy et al. 2019: the encoder adds the residual it kept to the update,
 // x = fl(update + residual), encodes x with the rest of the pipeline and keeps the new residual
-// fl(x - d), d being exactly what a decoder reconstructs from the payload (the pipeline decodes
-// its own body to get it). Nothing is lost over rounds: d + new residual == x exactly whenever
-// each d[i] is 0 or within a factor 2 of x[i] (Sterbenz), otherwise up to half an ulp of the
-// residual (codec.h, Codec::Encode).
+// fl(x - d), d being exactly what a decoder reconstructs from the payload. Fused (issue 18): the
+// quantizer computes x and the new residual in the pass that encodes, from the values it
+// writes (Quantizer::EncodeWithFeedback; int8 and sign have fused bodies, the others the
+// default below, which decodes its own bytes), and top-k computes x in the pass that collects
+// its candidates (Selector::SelectSum); only a transform's pipeline decodes its body. Nothing
+// is lost over rounds: d + new residual == x exactly whenever each d[i] is 0 or within a
+// factor 2 of x[i] (Sterbenz), otherwise up to half an ulp of the residual (codec.h,
+// Codec::Encode).
 // Wire: nothing. Error feedback is encoder-side state, not listed in the payload header, so a
 // decoder with or without "ef" reads the same payload. With a dense rest (the spec "ef" alone)
 // decoding is exact and the residual stays zero. Takes no parameters.

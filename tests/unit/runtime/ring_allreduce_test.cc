@@ -175,27 +175,19 @@ TEST(RingAllReduce, HopsOutOfOrderOrWithTheWrongSegmentAreRefused) {
   // Member 1 expects reduce-scatter hop 0 carrying member 0's segment 0, from 1 contributor,
   // piece 0 first.
   RingHop hop{.phase = 0, .hop = 0, .segment = 0, .contributors = 1, .weight = 1.0, .loss = 0.0, .payload = *payload};
-  RingHop wrong = hop;
-  wrong.hop = 1;
-  EXPECT_FALSE(r.Receive(wrong).ok());
-  wrong = hop;
-  wrong.segment = 2;
-  EXPECT_FALSE(r.Receive(wrong).ok());
-  wrong = hop;
-  wrong.contributors = 2;
-  EXPECT_FALSE(r.Receive(wrong).ok());
-  wrong = hop;
-  wrong.payload.pop_back();
-  EXPECT_FALSE(r.Receive(wrong).ok()) << "a truncated payload";
-  wrong = hop;
-  wrong.piece = 1;
-  EXPECT_FALSE(r.Receive(wrong).ok()) << "piece 1 before piece 0";
-  wrong = hop;
-  wrong.phase = 2;
-  EXPECT_FALSE(r.Receive(wrong).ok());
-  wrong = hop;
-  wrong.hop = 7;
-  EXPECT_FALSE(r.Receive(wrong).ok());
+  // Each change of the right piece makes it one the member refuses.
+  auto refused = [&](auto change) {
+    RingHop wrong = hop;
+    change(wrong);
+    return !r.Receive(std::move(wrong)).ok();
+  };
+  EXPECT_TRUE(refused([](RingHop& h) { h.hop = 1; }));
+  EXPECT_TRUE(refused([](RingHop& h) { h.segment = 2; }));
+  EXPECT_TRUE(refused([](RingHop& h) { h.contributors = 2; }));
+  EXPECT_TRUE(refused([](RingHop& h) { h.payload.pop_back(); })) << "a truncated payload";
+  EXPECT_TRUE(refused([](RingHop& h) { h.piece = 1; })) << "piece 1 before piece 0";
+  EXPECT_TRUE(refused([](RingHop& h) { h.phase = 2; }));
+  EXPECT_TRUE(refused([](RingHop& h) { h.hop = 7; }));
   EXPECT_TRUE(r.Next(0, 0, 0));
   EXPECT_FALSE(r.Next(0, 0, 1));
   auto next = r.Receive(hop);
