@@ -131,7 +131,9 @@ Status ExactSum::Add(std::span<const float> x, uint64_t weight) {
       const Int128 sign_m = M >> 127;
       const auto abs_m = static_cast<u128>((M ^ sign_m) - sign_m);
       if ((shift_m | shift_t) <= 62 && abs_m < (u128{1} << (126 - shift_m))) {
-        M = (M << shift_m) + (t << shift_t);
+        // Multiplications by powers of two (no left shift of a negative number; neither
+        // overflows, as checked above).
+        M = M * (Int128{1} << shift_m) + t * (Int128{1} << shift_t);
         E = static_cast<int16_t>(low);
         continue;
       }

@@ -236,7 +236,9 @@ void Peer::HandleRingSegment(const std::string& from, uint64_t step, const proto
   if (!slot.assembler) {
     slot.from = from;
     slot.since = Clock::now();
-    slot.assembler = std::make_unique<protocol::ChunkAssembler>(protocol::MaxCodecPayloadBytes(n_));
+    // A piece holds at most kRingPieceValues values: bound what its chunks may add up to.
+    slot.assembler = std::make_unique<protocol::ChunkAssembler>(
+        protocol::MaxCodecPayloadBytes(std::min<uint64_t>(n_, protocol::kRingPieceValues)));
     slot.hop = RingHop{.phase = r.phase, .hop = r.hop, .segment = r.segment, .contributors = r.contributors,
                        .weight = r.weight, .loss = r.loss, .payload = {}, .piece = r.piece};
   } else if (slot.from != from) {
