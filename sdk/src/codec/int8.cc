@@ -196,6 +196,7 @@ class Int8 final : public Quantizer {
   // residual when `next` is not null).
   Status Run(const float* u, const float* r, float* next, size_t n, const RoundContext& ctx, size_t tensor_index,
              ByteWriter* out) const {
+    if (r && !next) return Status::Internal("int8: a residual without a buffer for the next one");
     const size_t nchunks = (n + chunk_ - 1) / chunk_;
     uint8_t* base = out->Extend(nchunks * 4 + n);
     uint8_t* scales = base;
@@ -206,7 +207,6 @@ class Int8 final : public Quantizer {
       const size_t len = std::min(chunk_, n - begin);
       const float* uc = u + begin;
       float* nc = next ? next + begin : nullptr;
-      if (r && !next) return Status::Internal("int8: a residual without a buffer for the next one");
       const uint32_t bits = SHOAL_SIMD_CALL(AbsMax, uc, r ? r + begin : nullptr, nc, len);
       const float* x = r ? nc : uc;
       if (bits >= kInfBits) return NotFinite(begin + FirstNonFiniteOf(x, len));
