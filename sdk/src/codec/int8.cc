@@ -19,6 +19,7 @@
 #include <string>
 
 #include "codec/bytes.h"
+#include "codec/kernels.h"
 #include "codec/simd.h"
 #include "codec/stages.h"
 #include "core/rng.h"
@@ -141,12 +142,6 @@ SHOAL_TARGET_AVX2 void RoundAvx2(const float* x, size_t n, float inv, float scal
 }
 #endif
 
-size_t FirstNonFiniteOf(const float* x, size_t n) {
-  for (size_t i = 0; i < n; ++i)
-    if (!std::isfinite(x[i])) return i;
-  return 0;
-}
-
 class Int8 final : public Quantizer {
  public:
   Int8(size_t chunk, bool stochastic) : chunk_(chunk), stochastic_(stochastic) {}
@@ -209,7 +204,7 @@ class Int8 final : public Quantizer {
       float* nc = next ? next + begin : nullptr;
       const uint32_t bits = SHOAL_SIMD_CALL(AbsMax, uc, r ? r + begin : nullptr, nc, len);
       const float* x = r ? nc : uc;
-      if (bits >= kInfBits) return NotFinite(begin + FirstNonFiniteOf(x, len));
+      if (bits >= kInfBits) return NotFinite(begin + kernels::FirstNonFinite({x, len}));
       int8_t* qc = q + begin;
       const float amax = std::bit_cast<float>(bits);
       const float scale = amax / 127.0f;

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "codec/bytes.h"
+#include "codec/kernels.h"
 #include "codec/simd.h"
 #include "codec/stages.h"
 
@@ -177,11 +178,7 @@ class Sign final : public Quantizer {
       bits[i / 8] = static_cast<uint8_t>(bits[i / 8] | ((w >> 31) << (i % 8)));
       total += std::fabs(v);
     }
-    if (!finite) {
-      size_t bad = 0;
-      while (bad < n && std::isfinite(r ? u[bad] + r[bad] : u[bad])) ++bad;
-      return NotFinite(bad);
-    }
+    if (!finite) return NotFinite(kernels::FirstNonFinite({x, n}));  // x is whole, in next with r
     const float scale = n ? static_cast<float>(std::min(total / static_cast<double>(n), static_cast<double>(FLT_MAX))) : 0.0f;
     std::memcpy(out->data() + scale_pos, &scale, 4);
     if (next) {
