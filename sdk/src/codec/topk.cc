@@ -200,6 +200,25 @@ size_t CollectSum(const float* a, const float* bb, float* x, size_t b, size_t e,
 }
 SHOAL_SIMD_CLONES(void, SlotMax, (const float* v, size_t len, size_t S, uint32_t mask, uint32_t* M), (v, len, S, mask, M))
 
+// Of c candidates (indices `cand` within a range starting at `base`, their keys `ckeys`, in
+// index order) that hold the top k, t being the k-th largest key: writes base + index of the
+// top k to `out` in index order, every key > t and then the lowest-indexed keys == t; returns
+// how many (k). Branch-free: every candidate is written and only the kept ones advance, so
+// `out` needs room for c.
+size_t EmitTopK(const uint32_t* cand, const uint32_t* ckeys, size_t c, size_t k, uint32_t t, uint32_t base,
+                uint32_t* out) {
+  size_t above = 0;
+  for (size_t j = 0; j < c; ++j) above += ckeys[j] > t;
+  size_t eq = k - above, m = 0;
+  for (size_t j = 0; j < c; ++j) {
+    const size_t take_eq = (ckeys[j] == t) & (eq > 0);
+    out[m] = base + cand[j];
+    m += (ckeys[j] > t) | take_eq;
+    eq -= take_eq;
+  }
+  return m;
+}
+
 #if SHOAL_HAVE_AVX2_BODIES
 // For each 8-bit mask, the lane order that moves the set lanes to the front (left-packing with
 // _mm256_permutevar8x32_epi32).
@@ -277,17 +296,8 @@ SHOAL_TARGET_AVX2 bool SmallTopKAvx2(const float* v, size_t len, uint32_t base, 
   }
   const uint32_t t = HorizontalMin(tmin);
 
-  size_t above = 0;
-  for (size_t j = 0; j < c; ++j) above += ck[j] > t;
-  size_t eq = k - above, n = 0;
-  uint32_t picked[65];  // branch-free: every candidate is written, the kept ones advance
-  for (size_t j = 0; j < c; ++j) {
-    const size_t take_eq = (ck[j] == t) & (eq > 0);
-    picked[n] = base + ci[j];
-    n += (ck[j] > t) | take_eq;
-    eq -= take_eq;
-  }
-  std::memcpy(out, picked, k * sizeof(uint32_t));
+  uint32_t picked[64];  // EmitTopK writes every candidate (c <= 64)
+  std::memcpy(out, picked, EmitTopK(ci, ck, c, k, t, base, picked) * sizeof(uint32_t));
   return true;
 }
 #endif
@@ -336,7 +346,7 @@ class TopK final : public Selector {
     const size_t n = values.size();
     if (n == 0) return;
     indices->reserve(Count(n, chunk));
-    thread_local Scratch s;  // kept across calls: no allocation once warm
+    Scratch& s = ThreadScratch();
     if (chunk == 0 || chunk >= n) {
       SelectRange(values.data(), n, 0, detail::CountFor(n, ratio_, k_), &s, indices);
       return;
@@ -355,9 +365,8 @@ class TopK final : public Selector {
     if ((chunk != 0 && chunk < n) || !LargePath(n, k)) return Selector::SelectSum(a, b, x, chunk, ctx, tensor_index, indices);
     indices->clear();
     indices->reserve(k);
-    thread_local Scratch s;
     const Sum sum{a.data(), b.data(), x.data()};
-    return SelectLarge(x.data(), n, 0, k, approx_ ? kApproxMask : kExactMask, &s, indices, &sum);
+    return SelectLarge(x.data(), n, 0, k, approx_ ? kApproxMask : kExactMask, &ThreadScratch(), indices, &sum);
   }
 
  private:
@@ -366,6 +375,11 @@ class TopK final : public Selector {
   struct Scratch {
     std::vector<uint32_t> keys, cand, ckeys, sample;
   };
+  // One per thread, shared by Select and SelectSum, kept across calls: no allocation once warm.
+  static Scratch& ThreadScratch() {
+    thread_local Scratch s;
+    return s;
+  }
 
   void SelectRange(const float* v, size_t len, uint32_t base, size_t k, Scratch* s, std::vector<uint32_t>* out) const {
     const uint32_t mask = approx_ ? kApproxMask : kExactMask;
@@ -462,26 +476,11 @@ class TopK final : public Selector {
   // Of the c candidates in s->cand (indices, ascending) with their keys in s->ckeys, which
   // contain the top k: appends base + index of the top k, in index order.
   static void EmitCandidates(size_t c, size_t k, uint32_t base, bool histogram, Scratch* s, std::vector<uint32_t>* out) {
-    const std::vector<uint32_t>& cand = s->cand;
-    const std::vector<uint32_t>& ckeys = s->ckeys;
-    std::vector<uint32_t>& keys = s->keys;
-    keys.assign(ckeys.begin(), ckeys.begin() + static_cast<std::ptrdiff_t>(c));
-    const uint32_t t = KthLargest(keys, k, histogram);
-    size_t above = 0;
-    for (size_t j = 0; j < c; ++j) above += ckeys[j] > t;
-    size_t eq = k - above;
+    s->keys.assign(s->ckeys.begin(), s->ckeys.begin() + static_cast<std::ptrdiff_t>(c));
+    const uint32_t t = KthLargest(s->keys, k, histogram);
     const size_t start = out->size();
     out->resize(start + c);
-    uint32_t* o = out->data() + start;
-    size_t m = 0;
-    for (size_t j = 0; j < c; ++j) {
-      const uint32_t key = ckeys[j];
-      const size_t take_eq = (key == t) & (eq > 0);
-      o[m] = base + cand[j];
-      m += (key > t) | take_eq;
-      eq -= take_eq;
-    }
-    out->resize(start + m);
+    out->resize(start + EmitTopK(s->cand.data(), s->ckeys.data(), c, k, t, base, out->data() + start));
   }
 
   // Small ranges with k <= 64 (DeMo's top-k of each chunk): a lower bound on the k-th key
