@@ -15,6 +15,7 @@ StatusOr<std::unique_ptr<SegmentCodec>> SegmentCodec::Create(const std::string& 
                                      "fp16 or int8 (a stage like '" + s.name + "' needs the all-gather modes)");
   auto c = std::make_unique<SegmentCodec>();
   c->spec_ = spec;
+  c->exact_ = stages.empty();
   return c;
 }
 

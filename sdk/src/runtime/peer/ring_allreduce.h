@@ -62,12 +62,13 @@ class SegmentCodec {
   // inout[i] = decoded[i] + inout[i]: with the exact codec ("none") straight from the payload's
   // bytes, with no decoded copy in between.
   Status DecodeAdd(std::span<const uint8_t> payload, std::span<float> inout);
-  // "none": decoding gives back exactly the values encoded.
-  bool exact() const { return spec_ == "none" || spec_.empty(); }
+  // The empty pipeline ("none"): the payload is the raw fp32 values, decoded exactly.
+  bool exact() const { return exact_; }
 
  private:
   StatusOr<codec::Codec*> For(size_t n);
   std::string spec_;
+  bool exact_ = false;
   std::map<size_t, std::unique_ptr<codec::Codec>> by_length_;  // a few piece lengths
   std::vector<float> decoded_;                                  // DecodeAdd's scratch
 };
