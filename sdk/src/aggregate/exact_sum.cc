@@ -99,6 +99,66 @@ Status ExactSum::Check(std::span<const float> x, size_t n, uint64_t weight) {
   return Status::Ok();
 }
 
+// Coordinate i += t * 2^e (|t| < 2^64). The common case first, without data-dependent
+// branches, and inlined into Add: a narrow coordinate, both parts aligned to the smaller
+// exponent by shifts of at most 62, each part then below 2^126 in magnitude (M is checked), so
+// their sum fits. Trailing zeros are not folded there (the value is the same; AddTermGeneral
+// folds them when it next runs); whatever does not fit takes AddTermGeneral.
+inline void ExactSum::AddTerm(size_t i, Int128 t, int e) {
+  Int128& M = mantissa_[i];
+  int16_t& E = exponent_[i];
+  if (E != kInWide) {
+    if (M == 0) {
+      M = t;
+      E = static_cast<int16_t>(e);
+      return;
+    }
+    const int low = std::min<int>(e, E);
+    const int shift_m = E - low, shift_t = e - low;  // one of them is 0
+    const Int128 sign_m = M >> 127;
+    const auto abs_m = static_cast<u128>((M ^ sign_m) - sign_m);
+    if ((shift_m | shift_t) <= 62 && abs_m < (u128{1} << (126 - shift_m))) {
+      // Multiplications by powers of two (no left shift of a negative number; neither
+      // overflows, as checked above).
+      M = M * (Int128{1} << shift_m) + t * (Int128{1} << shift_t);
+      E = static_cast<int16_t>(low);
+      return;
+    }
+  }
+  AddTermGeneral(i, t, e);
+}
+
+// AddTerm's other cases: a wide coordinate; a narrow one aligned by longer shifts while its
+// 126 bits hold the sum; else the coordinate moves to the wide form for good.
+void ExactSum::AddTermGeneral(size_t i, Int128 t, int e) {
+  if (exponent_[i] == kInWide) return AddWide(wide_[i], ToWide(t, e - kWideUnit));
+  Int128& m = mantissa_[i];
+  int exp = exponent_[i];  // m != 0: AddTerm took the empty coordinate
+  // Align both to the smaller exponent; 126 bits keep the sum clear of the sign bit.
+  const int shift = e >= exp ? e - exp : exp - e;
+  const u128 moved = e >= exp ? Magnitude(t) : Magnitude(m);
+  Int128 sum;
+  if (shift > 126 - BitLength(moved) ||
+      __builtin_add_overflow(e >= exp ? m : t, (e >= exp ? t : m) * (Int128{1} << shift), &sum)) {
+    Wide w = ToWide(m, exp - kWideUnit);
+    AddWide(w, ToWide(t, e - kWideUnit));
+    wide_[i] = w;
+    exponent_[i] = kInWide;
+    m = 0;
+    return;
+  }
+  m = sum;
+  exp = std::min(e, exp);
+  // Fold trailing zeros into the exponent, so later terms need shorter shifts.
+  if (m != 0) {
+    const auto lo = static_cast<uint64_t>(static_cast<u128>(m));
+    const int tz = lo ? std::countr_zero(lo) : 64 + std::countr_zero(static_cast<uint64_t>(static_cast<u128>(m) >> 64));
+    m >>= tz;
+    exp += tz;
+  }
+  exponent_[i] = static_cast<int16_t>(exp);
+}
+
 Status ExactSum::Add(std::span<const float> x, uint64_t weight) {
   SHOAL_RETURN_IF_ERROR(Check(x, size(), weight));
   if (weight > kMaxTotalWeight - weight_)
@@ -113,70 +173,11 @@ Status ExactSum::Add(std::span<const float> x, uint64_t weight) {
     const Int128 mag = static_cast<Int128>(static_cast<u128>(m) * weight);  // < 2^64
     const Int128 neg = -static_cast<Int128>(bits >> 31);                     // 0 or -1
     const Int128 t = (mag ^ neg) - neg;
-    // The common case inline and without data-dependent branches: a narrow coordinate, both
-    // parts aligned to the smaller exponent by shifts of at most 62, each part then below
-    // 2^126 in magnitude (|t| < 2^64; M is checked), so their sum fits. Trailing zeros are not
-    // folded here (the value is the same; AddTerm folds them when it next runs), and whatever
-    // does not fit takes AddTerm's general path.
-    Int128& M = mantissa_[i];
-    int16_t& E = exponent_[i];
-    if (E != kInWide) {
-      if (M == 0) {
-        M = t;
-        E = static_cast<int16_t>(e);
-        continue;
-      }
-      const int low = std::min<int>(e, E);
-      const int shift_m = E - low, shift_t = e - low;  // one of them is 0
-      const Int128 sign_m = M >> 127;
-      const auto abs_m = static_cast<u128>((M ^ sign_m) - sign_m);
-      if ((shift_m | shift_t) <= 62 && abs_m < (u128{1} << (126 - shift_m))) {
-        // Multiplications by powers of two (no left shift of a negative number; neither
-        // overflows, as checked above).
-        M = M * (Int128{1} << shift_m) + t * (Int128{1} << shift_t);
-        E = static_cast<int16_t>(low);
-        continue;
-      }
-    }
     AddTerm(i, t, e);
   }
   ++count_;
   weight_ += weight;
   return Status::Ok();
-}
-
-void ExactSum::AddTerm(size_t i, Int128 t, int e) {
-  if (exponent_[i] == kInWide) return AddWide(wide_[i], ToWide(t, e - kWideUnit));
-  Int128& m = mantissa_[i];
-  int exp = exponent_[i];
-  if (m == 0) {
-    m = t;
-    exp = e;
-  } else {
-    // Align both to the smaller exponent; 126 bits keep the sum clear of the sign bit.
-    const int shift = e >= exp ? e - exp : exp - e;
-    const u128 moved = e >= exp ? Magnitude(t) : Magnitude(m);
-    Int128 sum;
-    if (shift > 126 - BitLength(moved) ||
-        __builtin_add_overflow(e >= exp ? m : t, (e >= exp ? t : m) * (Int128{1} << shift), &sum)) {
-      Wide w = ToWide(m, exp - kWideUnit);
-      AddWide(w, ToWide(t, e - kWideUnit));
-      wide_[i] = w;
-      exponent_[i] = kInWide;
-      m = 0;
-      return;
-    }
-    m = sum;
-    exp = std::min(e, exp);
-  }
-  // Fold trailing zeros into the exponent, so later terms need shorter shifts.
-  if (m != 0) {
-    const auto lo = static_cast<uint64_t>(static_cast<u128>(m));
-    const int tz = lo ? std::countr_zero(lo) : 64 + std::countr_zero(static_cast<uint64_t>(static_cast<u128>(m) >> 64));
-    m >>= tz;
-    exp += tz;
-  }
-  exponent_[i] = static_cast<int16_t>(exp);
 }
 
 double ExactSum::Value(size_t i) const {

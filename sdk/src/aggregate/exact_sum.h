@@ -64,7 +64,8 @@ class ExactSum {
   using Wide = std::array<uint64_t, 6>;  // little-endian limbs, two's complement, unit 2^-149
   static constexpr int16_t kInWide = INT16_MIN;  // exponent_[i] marker: coordinate lives in wide_
 
-  void AddTerm(size_t i, Int128 t, int e);
+  void AddTerm(size_t i, Int128 t, int e);         // the common case, inlined into Add
+  void AddTermGeneral(size_t i, Int128 t, int e);  // the rest
 
   std::vector<Int128> mantissa_;
   std::vector<int16_t> exponent_;
