@@ -30,7 +30,11 @@ double RoundToDouble(u128 mag, int exp) {
     mag = (mag >> drop) | static_cast<u128>(sticky);
     exp += drop;
   }
-  return std::ldexp(static_cast<double>(static_cast<uint64_t>(mag)), exp);
+  const double d = static_cast<double>(static_cast<uint64_t>(mag));
+  // d * 2^exp by one multiplication when 2^exp is a normal double: exact, as ldexp is (d >= 1,
+  // so the product is normal too, or infinite where ldexp's is).
+  if (exp >= -1022 && exp <= 1023) return d * std::bit_cast<double>(static_cast<uint64_t>(exp + 1023) << 52);
+  return std::ldexp(d, exp);
 }
 
 // v * 2^shift (v signed, 0 <= shift, result fits in 384 bits) in two's complement.
@@ -87,13 +91,41 @@ double WideToDouble(std::array<uint64_t, 6> w) {
 
 }  // namespace
 
-ExactSum::ExactSum(size_t n) : mantissa_(n, 0), exponent_(n, 0) {}
+namespace {
+
+Status WeightInRange(uint64_t weight) {
+  if (weight == 0 || weight > ExactSum::kMaxWeight)
+    return Status::InvalidArgument("weight " + std::to_string(weight) + " is outside [1, 2^40]");
+  return Status::Ok();
+}
+
+}  // namespace
+
+ExactSum::ExactSum(size_t n) : n_(n) {}
+
+void ExactSum::MakeExact() {
+  if (mantissa_.size() == n_) return;
+  mantissa_.assign(n_, 0);
+  exponent_.assign(n_, 0);
+  if (!single()) return;
+  for (size_t i = 0; i < n_; ++i) AddValue(i, single_[i], single_weight_);
+  single_.clear();
+}
+
+void ExactSum::Clear() {
+  if (!mantissa_.empty()) {
+    std::fill(mantissa_.begin(), mantissa_.end(), 0);
+    std::fill(exponent_.begin(), exponent_.end(), 0);
+  }
+  single_.clear();
+  wide_.clear();
+  count_ = weight_ = 0;
+}
 
 Status ExactSum::Check(std::span<const float> x, size_t n, uint64_t weight) {
   if (x.size() != n)
     return Status::InvalidArgument("update has " + std::to_string(x.size()) + " values, the sum " + std::to_string(n));
-  if (weight == 0 || weight > kMaxWeight)
-    return Status::InvalidArgument("weight " + std::to_string(weight) + " is outside [1, 2^40]");
+  SHOAL_RETURN_IF_ERROR(WeightInRange(weight));
   for (size_t i = 0; i < x.size(); ++i)
     if (!std::isfinite(x[i])) return Status::InvalidArgument("value " + std::to_string(i) + " is not finite");
   return Status::Ok();
@@ -159,35 +191,72 @@ void ExactSum::AddTermGeneral(size_t i, Int128 t, int e) {
   exponent_[i] = static_cast<int16_t>(exp);
 }
 
+Status ExactSum::CheckWeight(uint64_t weight) const {
+  SHOAL_RETURN_IF_ERROR(WeightInRange(weight));
+  if (weight > kMaxTotalWeight - weight_) return Status::InvalidArgument("the total weight would pass 2^63");
+  return Status::Ok();
+}
+
+inline void ExactSum::AddValue(size_t i, float x, uint64_t weight) {
+  const uint32_t bits = std::bit_cast<uint32_t>(x);
+  const uint32_t biased = (bits >> 23) & 0xff;
+  uint64_t m = bits & 0x7fffff;
+  if (biased) m |= 0x800000;
+  if (m == 0) return;
+  const int e = (biased ? static_cast<int>(biased) : 1) - 150;
+  const Int128 mag = static_cast<Int128>(static_cast<u128>(m) * weight);  // < 2^64
+  const Int128 neg = -static_cast<Int128>(bits >> 31);                     // 0 or -1
+  const Int128 t = (mag ^ neg) - neg;
+  AddTerm(i, t, e);
+}
+
 Status ExactSum::Add(std::span<const float> x, uint64_t weight) {
   SHOAL_RETURN_IF_ERROR(Check(x, size(), weight));
-  if (weight > kMaxTotalWeight - weight_)
-    return Status::InvalidArgument("the total weight would pass 2^63");
-  for (size_t i = 0; i < x.size(); ++i) {
-    const uint32_t bits = std::bit_cast<uint32_t>(x[i]);
-    const uint32_t biased = (bits >> 23) & 0xff;
-    uint64_t m = bits & 0x7fffff;
-    if (biased) m |= 0x800000;
-    if (m == 0) continue;
-    const int e = (biased ? static_cast<int>(biased) : 1) - 150;
-    const Int128 mag = static_cast<Int128>(static_cast<u128>(m) * weight);  // < 2^64
-    const Int128 neg = -static_cast<Int128>(bits >> 31);                     // 0 or -1
-    const Int128 t = (mag ^ neg) - neg;
-    AddTerm(i, t, e);
+  SHOAL_RETURN_IF_ERROR(CheckWeight(weight));  // the total's room
+  if (count_ == 0 && mantissa_.empty()) {
+    single_.assign(x.begin(), x.end());
+    single_weight_ = weight;
+  } else {
+    MakeExact();
+    for (size_t i = 0; i < x.size(); ++i) AddValue(i, x[i], weight);
   }
   ++count_;
   weight_ += weight;
   return Status::Ok();
 }
 
+Status ExactSum::AddSparse(std::span<const uint32_t> indices, std::span<const float> values, uint64_t weight) {
+  if (indices.size() != values.size())
+    return Status::InvalidArgument(std::to_string(indices.size()) + " indices for " + std::to_string(values.size()) +
+                                   " values");
+  SHOAL_RETURN_IF_ERROR(CheckWeight(weight));
+  for (size_t j = 0; j < indices.size(); ++j) {
+    if (indices[j] >= size())
+      return Status::InvalidArgument("index " + std::to_string(indices[j]) + " is outside the sum's " +
+                                     std::to_string(size()));
+    if (!std::isfinite(values[j])) return Status::InvalidArgument("value " + std::to_string(j) + " is not finite");
+  }
+  MakeExact();
+  for (size_t j = 0; j < indices.size(); ++j) AddValue(indices[j], values[j], weight);
+  ++count_;
+  weight_ += weight;
+  return Status::Ok();
+}
+
 double ExactSum::Value(size_t i) const {
+  // + 0.0: a -0 update value is the exact form's +0.
+  if (single()) return static_cast<double>(single_[i]) * static_cast<double>(single_weight_) + 0.0;
+  if (mantissa_.empty()) return 0.0;
   if (exponent_[i] == kInWide) return WideToDouble(wide_.at(i));
   const Int128 m = mantissa_[i];
+  if (m == 0) return 0.0;
   const double d = RoundToDouble(Magnitude(m), exponent_[i]);
   return m < 0 ? -d : d;
 }
 
 int ExactSum::Sign(size_t i) const {
+  if (single()) return (single_[i] > 0.0f) - (single_[i] < 0.0f);
+  if (mantissa_.empty()) return 0;
   if (exponent_[i] == kInWide) {
     const Wide& w = wide_.at(i);
     return WideNegative(w) ? -1 : (WideZero(w) ? 0 : 1);

@@ -18,7 +18,12 @@
 // Refuses: a vector of the wrong length, a NaN or Inf element, a weight of 0 or above
 // kMaxWeight, and a weight that would take the total past kMaxTotalWeight (each with
 // InvalidArgument, the sum unchanged).
-// Memory: 18 bytes per coordinate plus 48 for each coordinate that moved to the wide form.
+// One update. Until a second one arrives, the sum is that update and its weight, kept as they
+// came (4 bytes a coordinate, no exact arithmetic): Value(i) is then double(x[i]) * weight, the
+// correctly rounded product (IEEE multiplication of two exact doubles), the same double the
+// exact form gives; the next Add moves it into the exact form.
+// Memory: 18 bytes per coordinate (4 for a single update) plus 48 for each coordinate that
+// moved to the wide form.
 #pragma once
 
 #include <array>
@@ -45,12 +50,19 @@ class ExactSum {
 
   // V += weight * x. All-or-nothing: an invalid x leaves the sum as it was.
   Status Add(std::span<const float> x, uint64_t weight);
+  // V[indices[j]] += weight * values[j]: a sparse x (zero elsewhere), counted as one Add.
+  // Refuses, as Add does, a weight out of range or a non-finite value, and an index >= size()
+  // or a length mismatch; an index may repeat (its values add up).
+  Status AddSparse(std::span<const uint32_t> indices, std::span<const float> values, uint64_t weight);
   // What Add refuses of one update, whatever the sum holds: a length other than n, a weight
   // outside [1, kMaxWeight], a value that is not finite. The accumulators that keep updates
   // instead of summing them (the robust rules) apply the same checks.
   static Status Check(std::span<const float> x, size_t n, uint64_t weight);
 
-  size_t size() const { return mantissa_.size(); }
+  // Empties the sum, keeping its memory (a sum reused step after step allocates nothing).
+  void Clear();
+
+  size_t size() const { return n_; }
   uint64_t count() const { return count_; }          // successful Adds
   uint64_t total_weight() const { return weight_; }  // the sum of their weights
   size_t wide_coordinates() const { return wide_.size(); }
@@ -64,10 +76,17 @@ class ExactSum {
   using Wide = std::array<uint64_t, 6>;  // little-endian limbs, two's complement, unit 2^-149
   static constexpr int16_t kInWide = INT16_MIN;  // exponent_[i] marker: coordinate lives in wide_
 
+  Status CheckWeight(uint64_t weight) const;         // range, and room in the total
+  bool single() const { return count_ == 1 && !single_.empty(); }
+  void MakeExact();                                  // moves a single update into the exact form
+  void AddValue(size_t i, float x, uint64_t weight);  // V[i] += weight * x (x finite)
   void AddTerm(size_t i, Int128 t, int e);         // the common case, inlined into Add
   void AddTermGeneral(size_t i, Int128 t, int e);  // the rest
 
-  std::vector<Int128> mantissa_;
+  size_t n_;
+  std::vector<float> single_;  // the only update so far (see "One update"), else empty
+  uint64_t single_weight_ = 0;
+  std::vector<Int128> mantissa_;  // the exact form: empty until it is needed
   std::vector<int16_t> exponent_;
   std::unordered_map<size_t, Wide> wide_;
   uint64_t count_ = 0;

@@ -65,6 +65,7 @@ class Codec::Impl {
     Shape2D shape;
     size_t offset = 0, size = 0;
     size_t coeffs = 0;  // m
+    size_t coeff_offset = 0;  // of its coefficients in the coefficient vector (DecodeCoefficients)
     size_t chunk = 0;
     size_t count = 0;   // travelling values (Selector::Count, or m)
   };
@@ -83,6 +84,7 @@ class Codec::Impl {
   std::unique_ptr<Packer> packer;
   std::vector<uint8_t> wire_ids;
   size_t body_bound = 0;  // most bytes a valid body can have for this layout
+  size_t num_coeffs = 0;  // the coefficient vector's length
 
   // Encoder scratch, kept across calls so that an encode allocates nothing once warm.
   struct Scratch {
@@ -100,7 +102,17 @@ class Codec::Impl {
   Status EncodeValues(std::span<const float> update, std::span<const float> residual, const RoundContext& ctx,
                       size_t tensor_index, ByteWriter* w, std::span<float> next_residual) const;
   Status NotFiniteError(std::span<const float> update, const std::string& otherwise = "an update value is not finite") const;
-  Status DecodeBody(std::span<const uint8_t> body, const RoundContext& ctx, std::span<float> out) const;
+  // A payload's body, after its header is checked (and unpacked into *unpacked with a pack
+  // stage). Not for the empty pipeline.
+  StatusOr<std::span<const uint8_t>> Body(std::span<const uint8_t> payload, std::vector<uint8_t>* unpacked) const;
+  // Where DecodeBody puts the decoded coefficients instead of transforming them back.
+  struct CoefficientsOut {
+    std::vector<uint32_t>* indices;
+    std::vector<float>* values;
+  };
+  // Decodes into `out`, or, with `coefficients`, lists the coefficients (out unused).
+  Status DecodeBody(std::span<const uint8_t> body, const RoundContext& ctx, std::span<float> out,
+                    const CoefficientsOut* coefficients = nullptr) const;
   Status DecodeIndices(ByteReader* r, const Tensor& t, std::vector<uint32_t>* idx) const;
 };
 
@@ -132,6 +144,7 @@ Status Codec::Impl::Build() {
   }
   size_t offset = 0;
   body_bound = 0;
+  num_coeffs = 0;
   for (const auto& ts : layout) {
     for (int64_t d : ts.shape) {
       if (d < 0) return Status::InvalidArgument("codec: tensor '" + ts.name + "' has a negative dimension");
@@ -144,6 +157,8 @@ Status Codec::Impl::Build() {
     offset += t.size;
     if (t.size > 0) {
       t.coeffs = transform ? transform->NumCoefficients(t.shape) : t.size;
+      t.coeff_offset = num_coeffs;
+      num_coeffs += t.coeffs;
       t.chunk = transform ? transform->ChunkSize(t.shape) : 0;
       if (t.coeffs >= (size_t{1} << 32)) {
         return Status::InvalidArgument("codec: tensor '" + ts.name + "' has too many coefficients for 32-bit indices");
@@ -358,14 +373,19 @@ Status Codec::Impl::DecodeIndices(ByteReader* r, const Tensor& t, std::vector<ui
   return Status::Ok();
 }
 
-Status Codec::Impl::DecodeBody(std::span<const uint8_t> body, const RoundContext& ctx, std::span<float> out) const {
+Status Codec::Impl::DecodeBody(std::span<const uint8_t> body, const RoundContext& ctx, std::span<float> out,
+                               const CoefficientsOut* coefficients) const {
   ByteReader r(body);
   std::vector<float> coeffs, vals;
   std::vector<uint32_t> idx;
+  if (coefficients) {
+    coefficients->indices->clear();
+    coefficients->values->clear();
+  }
   for (size_t ti = 0; ti < tensors.size(); ++ti) {
     const Tensor& t = tensors[ti];
     if (t.size == 0) continue;
-    std::span<float> dst = out.subspan(t.offset, t.size);
+    std::span<float> dst = coefficients ? std::span<float>() : out.subspan(t.offset, t.size);
     std::span<float> target = dst;
     if (transform) {
       coeffs.assign(t.coeffs, 0.0f);
@@ -401,6 +421,13 @@ Status Codec::Impl::DecodeBody(std::span<const uint8_t> body, const RoundContext
       std::memcpy(values.data(), b.data(), b.size());
       if (kernels::FirstNonFinite(values) != kernels::kAllFinite)
         return Status::Corruption("codec payload: tensor '" + t.name + "' holds a non-finite value");
+    }
+    if (coefficients) {  // the values as they are, at their places in the coefficient vector
+      const std::span<const float> v = selector ? std::span<const float>(vals) : std::span<const float>(target);
+      for (size_t i = 0; i < v.size(); ++i)
+        coefficients->indices->push_back(static_cast<uint32_t>(t.coeff_offset + (selector ? idx[i] : i)));
+      coefficients->values->insert(coefficients->values->end(), v.begin(), v.end());
+      continue;
     }
     if (selector) {
       if (!transform) std::fill(target.begin(), target.end(), 0.0f);
@@ -518,6 +545,13 @@ Status Codec::Decode(std::span<const uint8_t> payload, const RoundContext& ctx, 
       return Status::Corruption("codec payload: dense value " + std::to_string(bad) + " is not finite");
     return Status::Ok();
   }
+  std::vector<uint8_t> unpacked;
+  SHOAL_ASSIGN_OR_RETURN(std::span<const uint8_t> body, m.Body(payload, &unpacked));
+  return m.DecodeBody(body, ctx, out);
+}
+
+StatusOr<std::span<const uint8_t>> Codec::Impl::Body(std::span<const uint8_t> payload,
+                                                     std::vector<uint8_t>* unpacked) const {
   ByteReader r(payload);
   uint8_t version = 0, nstages = 0;
   SHOAL_RETURN_IF_ERROR(r.ReadU8(&version, "format version"));
@@ -528,21 +562,50 @@ Status Codec::Decode(std::span<const uint8_t> payload, const RoundContext& ctx, 
   SHOAL_RETURN_IF_ERROR(r.ReadU8(&nstages, "stage count"));
   std::span<const uint8_t> ids;
   SHOAL_RETURN_IF_ERROR(r.ReadBytes(nstages, &ids, "stage ids"));
-  if (!std::equal(ids.begin(), ids.end(), m.wire_ids.begin(), m.wire_ids.end())) {
-    return Status::Corruption("codec payload: its stages differ from this codec's ('" + m.spec + "')");
+  if (!std::equal(ids.begin(), ids.end(), wire_ids.begin(), wire_ids.end())) {
+    return Status::Corruption("codec payload: its stages differ from this codec's ('" + spec + "')");
   }
-  uint64_t total;
-  SHOAL_RETURN_IF_ERROR(r.ReadVarint(&total, "layout size"));
-  if (total != m.total) {
-    return Status::Corruption("codec payload: encodes " + std::to_string(total) + " values, the layout has " +
-                              std::to_string(m.total));
+  uint64_t n;
+  SHOAL_RETURN_IF_ERROR(r.ReadVarint(&n, "layout size"));
+  if (n != total) {
+    return Status::Corruption("codec payload: encodes " + std::to_string(n) + " values, the layout has " +
+                              std::to_string(total));
   }
   std::span<const uint8_t> rest;
   SHOAL_RETURN_IF_ERROR(r.ReadBytes(r.remaining(), &rest, "body"));
-  if (!m.packer) return m.DecodeBody(rest, ctx, out);
-  std::vector<uint8_t> body;
-  SHOAL_RETURN_IF_ERROR(m.packer->Unpack(rest, m.body_bound, &body));
-  return m.DecodeBody(body, ctx, out);
+  if (!packer) return rest;
+  SHOAL_RETURN_IF_ERROR(packer->Unpack(rest, body_bound, unpacked));
+  return std::span<const uint8_t>(*unpacked);
+}
+
+bool Codec::linear_transform() const { return impl_->transform && impl_->transform->linear(); }
+size_t Codec::num_coefficients() const { return impl_->num_coeffs; }
+
+Status Codec::DecodeCoefficients(std::span<const uint8_t> payload, const RoundContext& ctx,
+                                 std::vector<uint32_t>* indices, std::vector<float>* values) const {
+  const Impl& m = *impl_;
+  if (!m.transform) return Status::InvalidArgument("codec: '" + m.spec + "' has no transform");
+  std::vector<uint8_t> unpacked;
+  SHOAL_ASSIGN_OR_RETURN(std::span<const uint8_t> body, m.Body(payload, &unpacked));
+  const Impl::CoefficientsOut out{indices, values};
+  return m.DecodeBody(body, ctx, {}, &out);
+}
+
+Status Codec::InverseTransform(std::span<const float> coefficients, std::span<float> out) const {
+  const Impl& m = *impl_;
+  if (!m.transform) return Status::InvalidArgument("codec: '" + m.spec + "' has no transform");
+  if (coefficients.size() != m.num_coeffs || out.size() != m.total)
+    return Status::InvalidArgument("codec: " + std::to_string(coefficients.size()) + " coefficients and " +
+                                   std::to_string(out.size()) + " outputs, the layout's are " +
+                                   std::to_string(m.num_coeffs) + " and " + std::to_string(m.total));
+  for (const Impl::Tensor& t : m.tensors) {
+    if (t.size == 0) continue;
+    const std::span<float> dst = out.subspan(t.offset, t.size);
+    m.transform->Inverse(t.shape, coefficients.subspan(t.coeff_offset, t.coeffs), dst);
+    if (kernels::FirstNonFinite(dst) != kernels::kAllFinite)
+      return Status::Corruption("codec: tensor '" + t.name + "' transforms back to a non-finite value");
+  }
+  return Status::Ok();
 }
 
 std::vector<uint8_t> Codec::SaveState() const {

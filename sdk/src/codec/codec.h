@@ -96,6 +96,9 @@ class Transform {
   // Writes every one of the NumCoefficients(shape) coefficients.
   virtual void Forward(size_t tensor_index, Shape2D shape, std::span<const float> in, std::span<float> coeffs) = 0;
   virtual void Inverse(Shape2D shape, std::span<const float> coeffs, std::span<float> out) const = 0;
+  // Whether Inverse is linear in the coefficients (up to rounding): a sum of updates may then
+  // be kept in the transform domain and transformed back once (Codec::DecodeCoefficients).
+  virtual bool linear() const { return false; }
   // The per-tensor state Forward keeps (PowerSGD's Q), for checkpoints; empty when stateless.
   // LoadState refuses (Corruption) what SaveState of the same stage could not have written.
   virtual std::vector<uint8_t> SaveState() const { return {}; }
@@ -189,6 +192,25 @@ class Codec {
   Status EncodeInto(std::span<const float> update, const RoundContext& ctx, std::vector<uint8_t>* payload);
   // Decodes a payload into `out` (size = the layout's). Never reads outside `payload`.
   Status Decode(std::span<const uint8_t> payload, const RoundContext& ctx, std::span<float> out) const;
+  // Decoding in the transform domain, for the sum of many updates (runtime/transform_sum.h):
+  // DeMo's reference sums its workers' sparse DCT coefficients and transforms back once, where
+  // decoding each update would run one inverse transform per update.
+  // Whether this pipeline has a linear transform (dct), so that its updates can be summed so.
+  bool linear_transform() const;
+  // The length of the coefficient vector: each tensor's Transform::NumCoefficients, in layout
+  // order (the layout's size without a transform).
+  size_t num_coefficients() const;
+  // The coefficients `payload` carries: their places in the coefficient vector (ascending) and
+  // their decoded values, replacing the vectors' contents. Every coefficient the payload does
+  // not carry is 0. The checks are Decode's (Corruption for a malformed payload, a non-finite
+  // value), but for the inverse transform's finiteness, which InverseTransform checks; so
+  //   Decode(p) == InverseTransform(the coefficients of p, zeros elsewhere)   bit for bit.
+  Status DecodeCoefficients(std::span<const uint8_t> payload, const RoundContext& ctx, std::vector<uint32_t>* indices,
+                            std::vector<float>* values) const;
+  // out = the inverse transform of a whole coefficient vector (num_coefficients() values),
+  // tensor by tensor as Decode runs it. InvalidArgument for the wrong sizes or a pipeline
+  // without a transform; Corruption when a result is not finite.
+  Status InverseTransform(std::span<const float> coefficients, std::span<float> out) const;
   // Drops error-feedback residuals and transform state (e.g. after a model resync).
   void Reset();
   // The encoder's state (the error-feedback residual, the transform's state) for a checkpoint,

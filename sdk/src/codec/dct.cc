@@ -114,6 +114,7 @@ class Dct final : public Transform {
   explicit Dct(int64_t chunk) : chunk_(chunk) {}
 
   StageId id() const override { return StageId::kDct; }
+  bool linear() const override { return true; }
   size_t NumCoefficients(Shape2D shape) const override { return static_cast<size_t>(std::max<int64_t>(shape.size(), 0)); }
   size_t ChunkSize(Shape2D shape) const override {
     return static_cast<size_t>(detail::LargestDivisorAtMost(shape.rows, chunk_) *

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -193,6 +194,84 @@ TEST(ExactSum, HoldsTheLargestTermsAndRefusesATotalWeightPast2To63) {
   EXPECT_EQ(full.Add(one, 1).message(), "the total weight would pass 2^63");
   EXPECT_EQ(full.Value(0), -std::ldexp(1.0, 63));
   EXPECT_EQ(full.Sign(0), -1);
+}
+
+// A single update is kept as it came (the "one update" form); its Value, Sign and Mean must be
+// the exact form's bits. AddSparse with every index builds the exact form of the same update.
+TEST(ExactSum, OneUpdateGivesTheExactFormsBits) {
+  std::mt19937_64 rng(11);
+  const size_t n = 4096;
+  std::vector<float> x(n);
+  std::uniform_int_distribution<uint32_t> bits;
+  for (auto& v : x) {
+    do v = std::bit_cast<float>(bits(rng));  // every finite float: subnormals, 0, -0, huge
+    while (!std::isfinite(v));
+  }
+  x[0] = std::numeric_limits<float>::max();
+  x[1] = -std::numeric_limits<float>::denorm_min();
+  x[2] = -0.0f;
+  std::vector<uint32_t> all(n);
+  std::iota(all.begin(), all.end(), 0u);
+  for (uint64_t w : {uint64_t{1}, uint64_t{3}, (uint64_t{1} << 29) + 1, ExactSum::kMaxWeight - 7, ExactSum::kMaxWeight}) {
+    ExactSum single(n), exact(n);
+    ASSERT_TRUE(single.Add(x, w).ok());
+    ASSERT_TRUE(exact.AddSparse(all, x, w).ok());
+    std::vector<float> a(n), b(n);
+    single.Mean(0.75, a);
+    exact.Mean(0.75, b);
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(std::bit_cast<uint64_t>(single.Value(i)), std::bit_cast<uint64_t>(exact.Value(i))) << i << " w " << w;
+      ASSERT_EQ(single.Sign(i), exact.Sign(i)) << i;
+      ASSERT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i])) << i;
+    }
+    // A second update moves the single one into the exact form: the same sum either way.
+    ASSERT_TRUE(single.Add(x, 1).ok());
+    ASSERT_TRUE(exact.Add(x, 1).ok());
+    for (size_t i = 0; i < n; ++i)
+      ASSERT_EQ(std::bit_cast<uint64_t>(single.Value(i)), std::bit_cast<uint64_t>(exact.Value(i))) << i;
+  }
+}
+
+// AddSparse(indices, values) is Add of the dense vector with the values at those places (an
+// index may repeat); Clear empties the sum for reuse.
+TEST(ExactSum, SparseAddsMatchDenseOnesAndClearEmpties) {
+  const size_t n = 50;
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> normal;
+  ExactSum sparse(n), dense(n);
+  for (int k = 0; k < 6; ++k) {
+    std::vector<uint32_t> idx;
+    std::vector<float> val;
+    for (uint32_t i = 0; i < n; i += 1 + k) {
+      idx.push_back(i);
+      val.push_back(std::ldexp(normal(rng), 10 * k - 30));
+    }
+    idx.push_back(idx.front());  // a repeat adds up
+    val.push_back(1.0f);
+    const uint64_t w = 1 + 1000 * static_cast<uint64_t>(k);
+    ASSERT_TRUE(sparse.AddSparse(idx, val, w).ok());
+    // The dense twin: the values but the repeat as one dense update, the repeat on its own.
+    std::vector<float> first(n, 0.0f);
+    for (size_t j = 0; j + 1 < idx.size(); ++j) first[idx[j]] = val[j];
+    ASSERT_TRUE(dense.Add(first, w).ok());
+    ASSERT_TRUE(dense.AddSparse(std::vector<uint32_t>{idx.front()}, std::vector<float>{1.0f}, w).ok());
+  }
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(sparse.Value(i), dense.Value(i)) << i;
+  EXPECT_EQ(sparse.count(), 6u);
+  EXPECT_EQ(sparse.AddSparse(std::vector<uint32_t>{0, 50}, std::vector<float>{1.0f, 1.0f}, 1).message(),
+            "index 50 is outside the sum's 50");
+  EXPECT_EQ(sparse.AddSparse(std::vector<uint32_t>{0}, std::vector<float>{1.0f, 1.0f}, 1).message(), "1 indices for 2 values");
+  EXPECT_EQ(sparse.AddSparse(std::vector<uint32_t>{3}, std::vector<float>{std::numeric_limits<float>::infinity()}, 1).message(),
+            "value 0 is not finite");
+  EXPECT_FALSE(sparse.AddSparse(std::vector<uint32_t>{3}, std::vector<float>{1.0f}, 0).ok());
+  EXPECT_EQ(sparse.count(), 6u);
+  sparse.Clear();
+  EXPECT_EQ(sparse.count(), 0u);
+  EXPECT_EQ(sparse.total_weight(), 0u);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(sparse.Value(i), 0.0) << i;
+  const std::vector<float> ones(n, 1.0f);
+  ASSERT_TRUE(sparse.Add(ones, 2).ok());
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(sparse.Value(i), 2.0) << i;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // error-feedback invariant over several rounds, and header checks on decode.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -399,6 +400,54 @@ TEST(PipelineTest, RandKIndicesComeFromTheSharedSeed) {
     }
   }
   EXPECT_EQ(hits, 40);
+}
+
+// Decoding in the transform domain: a payload's coefficients, scattered into zeros and
+// transformed back, are Decode's bits, for every pipeline with a linear transform; a corrupt
+// payload is refused as Decode refuses it; pipelines without one refuse the calls.
+TEST(PipelineTest, CoefficientsTransformedBackAreDecodesBits) {
+  const auto layout = Layout();
+  const size_t n = LayoutSize(layout);
+  for (const std::string spec : {"demo:chunk=64,topk=8,bits=1", "demo:chunk=16,topk=4,bits=8", "demo:chunk=32,topk=3,bits=32",
+                                 "dct:chunk=8|int8", "ef|dct:chunk=16|topk:ratio=0.1|bf16|zstd", "dct:chunk=4"}) {
+    auto codec = Codec::Create(spec, layout);
+    ASSERT_TRUE(codec.ok()) << spec;
+    ASSERT_TRUE((*codec)->linear_transform()) << spec;
+    ASSERT_EQ((*codec)->num_coefficients(), n) << spec;  // the DCT keeps the size
+    for (uint64_t round = 1; round <= 3; ++round) {
+      auto payload = (*codec)->Encode(RandomUpdate(n, round), Ctx(round));
+      ASSERT_TRUE(payload.ok()) << spec;
+      std::vector<float> decoded(n), coefficients(n, 0.0f), back(n);
+      ASSERT_TRUE((*codec)->Decode(*payload, Ctx(round), decoded).ok());
+      std::vector<uint32_t> idx;
+      std::vector<float> val;
+      ASSERT_TRUE((*codec)->DecodeCoefficients(*payload, Ctx(round), &idx, &val).ok()) << spec;
+      ASSERT_EQ(idx.size(), val.size());
+      ASSERT_TRUE(std::is_sorted(idx.begin(), idx.end()) && std::adjacent_find(idx.begin(), idx.end()) == idx.end());
+      for (size_t j = 0; j < idx.size(); ++j) coefficients[idx[j]] = val[j];
+      ASSERT_TRUE((*codec)->InverseTransform(coefficients, back).ok());
+      ASSERT_EQ(std::memcmp(back.data(), decoded.data(), n * sizeof(float)), 0) << spec << " round " << round;
+      // Truncated: refused with Decode's message.
+      const std::span<const uint8_t> cut(payload->data(), payload->size() - 1);
+      const Status d = (*codec)->Decode(cut, Ctx(round), decoded);
+      const Status c = (*codec)->DecodeCoefficients(cut, Ctx(round), &idx, &val);
+      ASSERT_FALSE(c.ok()) << spec;
+      EXPECT_EQ(c.message(), d.message()) << spec;
+    }
+    std::vector<float> short_coefficients(n - 1), out(n);
+    EXPECT_EQ((*codec)->InverseTransform(short_coefficients, out).code(), StatusCode::kInvalidArgument);
+  }
+  for (const std::string spec : {"int8", "topk:ratio=0.1|int8", "ef|powersgd:rank=2"}) {
+    auto codec = Codec::Create(spec, layout);
+    ASSERT_TRUE(codec.ok()) << spec;
+    EXPECT_FALSE((*codec)->linear_transform()) << spec;  // PowerSGD's P Q^T is not linear
+  }
+  auto plain = Codec::Create("int8", layout);
+  std::vector<uint32_t> idx;
+  std::vector<float> val, x(n), out(n);
+  auto payload = (*plain)->Encode(RandomUpdate(n, 1), Ctx(1));
+  EXPECT_EQ((*plain)->DecodeCoefficients(*payload, Ctx(1), &idx, &val).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ((*plain)->InverseTransform(x, out).code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace
