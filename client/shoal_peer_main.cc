@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
       ("diloco-outer-lr", po::value(&o.diloco_outer_lr)->default_value(o.diloco_outer_lr), "diloco: outer Nesterov learning rate")
       ("diloco-outer-momentum", po::value(&o.diloco_outer_momentum)->default_value(o.diloco_outer_momentum), "diloco: outer momentum")
       ("diloco-allreduce", po::bool_switch(&o.diloco_allreduce), "diloco: sum the pseudo-gradients with the ring all-reduce (dense, or --codec int8/bf16 per hop)")
+      ("overlap", po::bool_switch(&o.overlap), "allgather/diloco: compute step t's update from the replica after step t-2, so the exchange of each step overlaps the next step's work (one step of delay)")
       ("gossip-k", po::value(&o.gossip_k)->default_value(o.gossip_k), "gossip: members each peer averages with per step")
       ("eval-every", po::value(&o.eval_every)->default_value(o.eval_every), "held-out evaluation every N steps (0 = only at the end)")
       ("step-timeout", po::value(&step_timeout_s)->default_value(step_timeout_s), "seconds the step leader waits for updates")

@@ -233,6 +233,62 @@ TEST(Peers, SurviveAKilledLeaderAndCatchUpALateJoiner) {
   EXPECT_EQ(s1.rbegin()->second["divergences"], 0);
 }
 
+// --overlap with DeMo (one step of delay: step t's updates start from the replica after t-2):
+// the leader is SIGKILLed mid-run, a new member joins late (its first update starts from the
+// replica it loaded, and counts), and every replica has one model hash at every step over more
+// than 100 steps; the swarm still learns.
+TEST(Peers, OverlappedDemoStepsKeepOneModelThroughChurn) {
+  const std::string dir = TempDir("peers-overlap");
+  Swarm swarm(dir, 4, /*secure=*/false);
+  auto task = DigitsTask(0, 4, "0.01");  // until stopped
+  task = Concat(task, {"--mode", "allgather", "--client-optimizer", "demo", "--codec", "demo:chunk=64,topk=8,bits=1",
+                       "--overlap"});
+  ASSERT_TRUE(swarm.Found(4, 5, task));
+  Process& p0 = *swarm.peers[0];
+  ASSERT_TRUE(WaitFor([&] { return Steps(swarm.Metrics(1)).size() >= 40; }, seconds(60))) << swarm.peers[1]->Stderr();
+  p0.Signal(SIGKILL);
+  EXPECT_EQ(p0.Wait(seconds(5)), 128 + SIGKILL);
+  const uint64_t killed_at = Steps(swarm.Metrics(1)).rbegin()->first;
+  ASSERT_TRUE(WaitFor([&] { return Steps(swarm.Metrics(1)).rbegin()->first > killed_at + 30; }, seconds(60)))
+      << "the survivors stopped after the leader died: " << swarm.peers[1]->Stderr();
+  Process& late = swarm.Start(4, 5, task, /*via=*/1);
+  ASSERT_TRUE(WaitFor([&] { return Steps(swarm.Metrics(4)).size() >= 60; }, seconds(60))) << late.Stderr();
+  std::vector<Process*> running = {swarm.peers[1].get(), swarm.peers[2].get(), swarm.peers[3].get(), &late};
+  for (Process* p : running) p->Signal(SIGTERM);
+  for (Process* p : running) EXPECT_EQ(p->Wait(seconds(30)), 0) << p->Stderr();
+
+  std::vector<std::map<uint64_t, nlohmann::json>> s;
+  for (int i = 1; i <= 4; ++i) s.push_back(Steps(swarm.Metrics(i)));
+  const auto& s1 = s[0];
+  ASSERT_GE(s1.rbegin()->first, 130u);
+  for (uint64_t step = 1; step <= s1.rbegin()->first; ++step) ASSERT_TRUE(s1.count(step)) << "p1 skipped step " << step;
+  uint64_t common = 0;
+  ExpectSameHashes({s[0], s[1], s[2]}, &common);
+  EXPECT_GE(common, 100u);
+  ExpectSameHashes({s[0], s[3]});
+  const uint64_t joined = s[3].begin()->first;
+  EXPECT_GT(joined, killed_at + 30) << "p4 joined late";
+  EXPECT_EQ(s[3].begin()->second["model_hash"], s1.at(joined)["model_hash"]) << "from its first step";
+  EXPECT_GE(s[3].begin()->second["resyncs"].get<int>(), 1) << "the replica came by state transfer";
+  EXPECT_EQ(s1.at(killed_at + 10)["members"], 3);
+  // The joiner's updates count from its first steps on (the one from the replica it loaded,
+  // then the delayed ones), and nobody's are left out.
+  for (uint64_t step = joined + 3; step <= joined + 50; ++step) EXPECT_EQ(s1.at(step)["included"], 4) << step;
+  for (const auto& line : s) EXPECT_EQ(line.rbegin()->second["divergences"], 0);
+  // The followers applied steps ahead of their commits (and rolled back when one differed).
+  for (int i : {1, 2}) {
+    const auto& last = s[i].rbegin()->second;
+    EXPECT_GT(last["applied_ahead"].get<uint64_t>(), 30u) << "p" << i + 1;
+    std::printf("p%d: %llu steps applied ahead, %llu rolled back\n", i + 1,
+                static_cast<unsigned long long>(last["applied_ahead"].get<uint64_t>()),
+                static_cast<unsigned long long>(last["rollbacks"].get<uint64_t>()));
+  }
+  double accuracy = -1;
+  for (const auto& [step, line] : s1)
+    if (line.contains("test_accuracy")) accuracy = line["test_accuracy"].get<double>();
+  EXPECT_GT(accuracy, 0.8) << "the delayed DeMo steps learn digits";
+}
+
 // allreduce: 4 peers sum their gradients on a ring all-reduce. Each sends 2 (N-1)/N of the
 // dense model per step (plus frame headers and heartbeats), the replicas agree at every step
 // and learn as well as allgather does (the FedAvg-equivalent run above ends above 0.9). A

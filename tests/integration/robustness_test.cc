@@ -134,6 +134,8 @@ TEST(Robustness, ClearErrorsForBadFlagsAndEnvironment) {
        "--client-optimizer demo --strategy demo"},
       {"shoal-peer", {"--listen", Endpoint(FreePort()), "--codec", "demo:chunk=64,topk=8,bits=1", "--steps", "1"}, 2,
        "--client-optimizer demo, or keep the dropped part with error feedback"},
+      {"shoal-peer", {"--listen", Endpoint(FreePort()), "--mode", "gossip", "--overlap", "--steps", "1"}, 2,
+       "--overlap needs the leader's commit: --mode allgather, or diloco without --diloco-allreduce"},
       {"shoal-aggregator", {"--listen", Endpoint(FreePort()), "--metrics-listen", "localhost:http"}, 2,
        "--metrics-listen localhost:http: expected HOST:PORT or PORT"},
       // The metrics port is the service's own: taken.

@@ -88,6 +88,14 @@ struct PeerOptions {
   float diloco_outer_momentum = 0.9f;
   bool diloco_allreduce = false;          // diloco: pseudo-gradients through the ring all-reduce
   uint32_t gossip_k = 2;                  // members each peer sends its model to per step
+  // allgather and diloco (the leader's commit): overlap each step's exchange with the next
+  // step's local work, as Psyche does with DeMo. A peer computes its update of step t from the
+  // replica after step t-2 (one step of delay; steps 1 and 2 both start from the initial
+  // model), so it sends it as soon as step t-2 is committed and steps t-1 and t travel
+  // together; step t still applies to the replica after t-1, on every replica alike. Followers
+  // apply a step as soon as every live member's update is in, ahead of the leader's commit,
+  // and roll back (rare: the commit took other updates) when the commit differs.
+  bool overlap = false;
   uint32_t eval_every = 10;               // held-out evaluation every this many steps (0 = never)
 
   BuiltinTrainerOptions data;             // dataset, partition, device, precision of this peer (built-in trainer)
@@ -101,7 +109,9 @@ struct PeerOptions {
   std::vector<float> initial_params;
   std::string metrics_out;                // JSON lines, one per step; empty = none
   // Called on the peer's thread after every step (e.g. to checkpoint the replica); must not
-  // block for long: the swarm waits. Default: none.
+  // block for long: the swarm waits. With overlap a follower reports a step it applied ahead
+  // of its commit; when that commit differs (the "rollbacks" metric), the step is reported
+  // again as committed. Default: none.
   std::function<void(const PeerStep&)> on_step;
   uint32_t join_timeout_ms = 30000;       // give up joining after this long
 };

@@ -13,18 +13,31 @@
 namespace shoal::peer {
 
 
+// The updates a commit of `step` (the next) takes now, by author, and in *all whether every
+// live member's is in. Updates from another replica do not count. With overlap an update
+// starts from the replica after step-2, or after step-1 for a member that has just loaded the
+// replica (it never had the older one); every replica applies what the commit lists, so both
+// are consistent.
+std::vector<std::string> Peer::Eligible(uint64_t step, bool* all) {
+  auto& got = updates_[step];
+  *all = true;
+  for (const auto& name : LiveNames())
+    if (!got.count(name) || !got.at(name).complete) *all = false;
+  const std::string base = BaseHash(step);
+  std::vector<std::string> authors;
+  for (const auto& [name, u] : got)
+    if (u.complete && ((!base.empty() && u.base_hash == base) || (overlap_ && u.base_hash == hash_)))
+      authors.push_back(name);
+  return authors;
+}
+
 // The leader commits the step once every live member's update is in, or at the deadline.
 void Peer::MaybeCommit() {
   const uint64_t step = committed_ + 1;
-  if (sent_step_ != step || Leader() != self_.name) return;
-  auto& got = updates_[step];
-  bool all = true;
-  for (const auto& name : LiveNames())
-    if (!got.count(name) || !got.at(name).complete) all = false;
+  if (sent_step_ < step || Leader() != self_.name) return;
+  bool all = false;
+  const std::vector<std::string> authors = Eligible(step, &all);
   if (!all && MillisSince(step_started_) < static_cast<int64_t>(swarm_info_.step_timeout_ms)) return;
-  std::vector<std::string> authors;
-  for (const auto& [name, u] : got)
-    if (u.complete && u.base_hash == hash_) authors.push_back(name);  // updates from another replica do not count
   Status st = Apply(step, authors);
   if (!st.ok()) {
     spdlog::error("peer {}: step {}: {}", self_.name, step, st.message());
@@ -51,7 +64,70 @@ void Peer::BroadcastCommit(uint64_t step, const std::vector<std::string>& author
   });
 }
 
+// A follower with overlap applies the next step as soon as every live member's update is in,
+// as the leader will (Eligible), without waiting for the commit; at most one step ahead of it.
+void Peer::Speculate() {
+  if (!overlap_ || speculation_ || Leader() == self_.name) return;
+  const uint64_t step = committed_ + 1;
+  if (sent_step_ < step || commits_.count(step) || step == failed_speculation_) return;
+  bool all = false;
+  const std::vector<std::string> authors = Eligible(step, &all);
+  if (!all) return;
+  Speculation s{.step = step, .w_before = w_, .state_before = exchange_->SaveState(), .hash_before = hash_,
+                .since = Clock::now()};
+  for (const auto& a : authors) s.entries.emplace_back(a, updates_[step].at(a).payload_hash);
+  if (Status st = Apply(step, authors); !st.ok()) {  // the commit will say what to do (a resync)
+    spdlog::warn("peer {}: step {}: not applied ahead of its commit: {}", self_.name, step, st.message());
+    RollBack(std::move(s));
+    failed_speculation_ = step;
+    return;
+  }
+  speculation_ = std::move(s);
+  ++applied_ahead_;
+}
+
+// The replica goes back to where it was before the step applied ahead of its commit.
+void Peer::RollBack(Speculation s) {
+  w_ = std::move(s.w_before);
+  if (Status st = exchange_->LoadState(s.state_before); !st.ok())  // its own SaveState: cannot fail
+    spdlog::error("peer {}: rolling back step {}: {}", self_.name, s.step, st.message());
+  hash_ = std::move(s.hash_before);
+  committed_ = s.step - 1;
+  hash_log_.erase(s.step);
+  if (!commit_log_.empty() && commit_log_.back().first == s.step) commit_log_.pop_back();
+}
+
+// The commit of the step applied ahead: the same updates and model confirm it; otherwise the
+// replica rolls back and applies the commit's updates.
+void Peer::SettleSpeculation(const std::string& from, protocol::Commit c) {
+  Speculation s = std::move(*speculation_);
+  speculation_.reset();
+  if (c.entries == s.entries && c.model_hash == hash_) return;
+  ++rollbacks_;
+  spdlog::info("peer {}: step {}: {}'s commit differs from the step applied ahead of it; rolling back", self_.name,
+               s.step, from);
+  const uint64_t step = s.step;
+  RollBack(std::move(s));
+  commits_[step] = PendingCommit{from, std::move(c.entries), std::move(c.model_hash), Clock::now()};
+}
+
+// The step applied ahead, when its commit cannot come: a follower that became the leader
+// commits it as applied; one whose commit never came (the leader lost it, or died without
+// a successor's re-announcement) loads the replica from a member.
+void Peer::CheckSpeculation() {
+  if (!speculation_) return;
+  if (Leader() == self_.name) {
+    std::vector<std::string> authors;
+    for (const auto& [a, hash] : speculation_->entries) authors.push_back(a);
+    BroadcastCommit(speculation_->step, authors);
+    speculation_.reset();
+  } else if (MillisSince(speculation_->since) > 2 * static_cast<int64_t>(swarm_info_.step_timeout_ms)) {
+    Resync(Leader(), "step " + std::to_string(speculation_->step) + ", applied ahead of its commit, was never committed");
+  }
+}
+
 void Peer::HandleCommit(const std::string& from, uint64_t step, protocol::Commit c) {
+  if (speculation_ && step == speculation_->step) return SettleSpeculation(from, std::move(c));
   if (step <= committed_) {
     // A repeat (a new leader re-announcing its last commit): harmless if we agree.
     auto h = hash_log_.find(step);
@@ -65,6 +141,7 @@ void Peer::HandleCommit(const std::string& from, uint64_t step, protocol::Commit
 }
 
 void Peer::TryApplyCommits() {
+  if (speculation_) return;  // the commit of the step applied ahead comes first
   for (auto it = commits_.find(committed_ + 1); it != commits_.end(); it = commits_.find(committed_ + 1)) {
     const uint64_t step = it->first;
     PendingCommit& c = it->second;
@@ -108,6 +185,9 @@ void Peer::TryApplyCommits() {
 // Applies `authors`' updates of `step` to the replica: the exchange's accumulator (the
 // aggregator's: an exact, order-independent sum) over the decoded updates, each weighted by
 // its examples, then the exchange's shared step (a shared optimizer, or DeMo's sign step).
+// When the exchange takes only the mean and the codec ends in a linear transform (DeMo's
+// DCT), the updates are summed in the transform domain and their mean, transformed back once,
+// is the accumulator's one update (TransformSum).
 Status Peer::Apply(uint64_t step, const std::vector<std::string>& authors) {
   const auto started = Clock::now();
   auto& got = updates_[step];
@@ -115,13 +195,27 @@ Status Peer::Apply(uint64_t step, const std::vector<std::string>& authors) {
   std::vector<float> decoded(n_);
   double loss = 0.0, weight = 0.0;
   const auto ctx = codec::MakeRoundContext(swarm_info_.task.seed, step, 0);
+  runtime::TransformSum* mean = nullptr;
+  if (exchange_->takes_the_mean() && codec_->linear_transform()) {
+    if (!step_mean_) step_mean_ = std::make_unique<runtime::TransformSum>(*codec_);
+    step_mean_->Clear();
+    mean = step_mean_.get();
+  }
   for (const auto& a : authors) {
     const Update& u = got.at(a);
-    SHOAL_RETURN_IF_ERROR(codec_->Decode(u.payload, ctx, decoded).WithContext("decoding " + a + "'s update"));
     const uint64_t w = exchange_->Weight(u.num_examples);
-    SHOAL_RETURN_IF_ERROR(acc->Add({.client = a, .num_examples = w, .delta = decoded}).WithContext(a + "'s update"));
+    if (mean) {
+      SHOAL_RETURN_IF_ERROR(mean->Add(u.payload, ctx, w).WithContext(a + "'s update"));
+    } else {
+      SHOAL_RETURN_IF_ERROR(codec_->Decode(u.payload, ctx, decoded).WithContext("decoding " + a + "'s update"));
+      SHOAL_RETURN_IF_ERROR(acc->Add({.client = a, .num_examples = w, .delta = decoded}).WithContext(a + "'s update"));
+    }
     loss += static_cast<double>(w) * u.loss;
     weight += static_cast<double>(w);
+  }
+  if (mean && mean->count() > 0) {
+    SHOAL_RETURN_IF_ERROR(mean->Mean(decoded).WithContext("the step's mean"));
+    SHOAL_RETURN_IF_ERROR(acc->Add({.client = "the step's mean", .num_examples = 1, .delta = decoded}));
   }
   SHOAL_ASSIGN_OR_RETURN(auto result, acc->Finish({}));
   SHOAL_RETURN_IF_ERROR(CommitStep(step, result, started));

@@ -60,6 +60,11 @@ class Exchange {
   // ---- the step's result
   // A fresh accumulator for `step`'s updates, which are against `replica`.
   virtual StatusOr<std::unique_ptr<aggregator::Accumulator>> Start(uint64_t step, std::span<const float> replica) = 0;
+  // Whether the step's result depends on its updates only through their weighted mean (a
+  // shared optimizer on the mean, DeMo's sign of it): the updates of a codec with a linear
+  // transform may then be summed in the transform domain (runtime/transform_sum.h) and reach
+  // the accumulator as that one mean, with weight 1.
+  virtual bool takes_the_mean() const { return false; }
   // The weight of an update with `num_examples` in the accumulator. Default: its examples.
   virtual uint64_t Weight(uint64_t num_examples) const { return num_examples; }
   // Moves the replica by the accumulator's result (nullopt: nothing was added; keep it).

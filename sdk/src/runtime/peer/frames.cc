@@ -120,14 +120,18 @@ void Peer::HandleUpdate(const std::string& from, uint64_t step, const protocol::
     return Reject(from, ErrorCode::BadSender, "update of " + author + " sent by " + from);
   }
   // Led modes move in lockstep (one step ahead at most); the exchange says how far ahead to buffer.
-  const uint64_t ahead = exchange_->window();
+  // With overlap the leader at step L holds every member's update of L, made at L-2, and
+  // sends its own of L+2: two steps further.
+  const uint64_t ahead = exchange_->window() + (overlap_ ? 2 : 0);
   if (step <= committed_ || step > committed_ + ahead) {
     ++rejected_by_code_["StaleStep"];  // late or far-ahead: expected under churn, not an attack
     return;
   }
-  auto mit = members_.find(author);
-  if (mit == members_.end() || !mit->second.introduced)
-    return Reject(from, ErrorCode::NotMember, "update from " + author + ", who has not joined");
+  // A fetched update may be of a member dropped since (a leader that died after its commit):
+  // its signing key is still known.
+  const Member* m = members_.count(author) ? &members_.at(author) : nullptr;
+  if (!m && author != from && departed_.count(author)) m = &departed_.at(author);
+  if (!m || !m->introduced) return Reject(from, ErrorCode::NotMember, "update from " + author + ", who has not joined");
   Update& slot = updates_[step][author];
   if (slot.complete) {
     // A copy of an update already held (the original and a fetched copy can cross): ignored.
@@ -151,7 +155,7 @@ void Peer::HandleUpdate(const std::string& from, uint64_t step, const protocol::
   slot.assembler.reset();
   const auto digest = crypto::Hash256(slot.payload);
   const auto signed_bytes = protocol::SignedUpdateBytes(swarm_, step, author, slot.base_hash, slot.num_examples, digest);
-  if (!crypto::Verify(slot.signature, signed_bytes, mit->second.info.sign_key)) {
+  if (!crypto::Verify(slot.signature, signed_bytes, m->info.sign_key)) {
     updates_[step].erase(author);
     return Reject(from, ErrorCode::BadSignature, "update of " + author + " for step " + std::to_string(step) +
                                                      " does not verify against its signing key");

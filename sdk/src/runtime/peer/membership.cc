@@ -78,7 +78,7 @@ Status Peer::Found() {
   s.steps = o_.steps;
   s.params = {{"diloco_inner_steps", o_.diloco_inner_steps}, {"outer_lr", o_.diloco_outer_lr},
               {"outer_momentum", o_.diloco_outer_momentum}, {"diloco_allreduce", o_.diloco_allreduce ? 1.0 : 0.0},
-              {"gossip_k", o_.gossip_k},
+              {"gossip_k", o_.gossip_k}, {"overlap", o_.overlap ? 1.0 : 0.0},
               {"eval_every", o_.eval_every}, {"min_peers", o_.min_peers}};
   if (s.step_timeout_ms == 0 || s.heartbeat_interval_ms == 0 || s.heartbeat_timeout_ms <= s.heartbeat_interval_ms)
     return Status::InvalidArgument("--heartbeat-timeout must exceed --heartbeat-interval, and timeouts be positive");

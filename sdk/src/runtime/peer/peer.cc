@@ -108,8 +108,11 @@ Status Peer::Run(const std::atomic<bool>& stop) {
     }
     TryApplyCommits();
     if (syncing_ || (steps && committed_ >= steps)) continue;
-    if (sent_step_ != committed_ + 1) LocalUpdate(committed_ + 1);
+    CheckSpeculation();
+    MaybeCommit();  // with overlap the step's updates are often in already: commit before working
+    LocalUpdates();
     MaybeCommit();
+    Speculate();
   }
   // Leave: tell every member, give the frames a moment to go.
   Broadcast([&](Member& m) { return protocol::EncodeBye(Header(m), stop.load() ? "stopped" : "finished"); });

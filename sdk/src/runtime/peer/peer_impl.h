@@ -41,6 +41,7 @@
 #include "protocol/messages.h"
 #include "runtime/peer/exchange.h"
 #include "runtime/peer/ring_allreduce.h"
+#include "runtime/transform_sum.h"
 #include "shoal/data.h"
 #include "shoal/peer.h"
 #include "shoal/trainer.h"
@@ -120,6 +121,17 @@ struct Contribution {
   double weight = 0.0, loss = 0.0;  // loss: weight x training loss
 };
 
+// A step a follower applied ahead of its commit (overlap): what it applied, and the replica
+// before it, to roll back to when the commit differs.
+struct Speculation {
+  uint64_t step = 0;
+  std::vector<std::pair<std::string, std::string>> entries;  // author, payload hash, as a commit lists them
+  std::vector<float> w_before;
+  std::vector<float> state_before;  // the exchange's (SaveState)
+  std::string hash_before;
+  Clock::time_point since;
+};
+
 struct PendingCommit {
   std::string from;
   std::vector<std::pair<std::string, std::string>> entries;  // author, payload hash
@@ -175,8 +187,20 @@ class Peer {
   void SendUpdate(const std::string& to, uint64_t step, const std::string& author, const Update& u);
 
   // Steps (training.cc, commit_log.cc).
+  // This peer's updates due now: each step not sent yet whose update starts from the current
+  // replica (the next step; with overlap also the one after it, PeerOptions::overlap).
+  void LocalUpdates();
   void LocalUpdate(uint64_t step);
+  // The model hash the updates of `step` start from: the replica after step-1, or with overlap
+  // after step-2 (the initial replica for steps 1 and 2); empty when this replica never had it.
+  std::string BaseHash(uint64_t step) const;
+  std::vector<std::string> Eligible(uint64_t step, bool* all);
   void MaybeCommit();
+  // Overlap: followers apply the next step ahead of its commit (commit_log.cc).
+  void Speculate();
+  void RollBack(Speculation s);
+  void SettleSpeculation(const std::string& from, protocol::Commit c);
+  void CheckSpeculation();
   void BroadcastCommit(uint64_t step, const std::vector<std::string>& authors);
   void HandleCommit(const std::string& from, uint64_t step, protocol::Commit c);
   void TryApplyCommits();
@@ -237,7 +261,10 @@ class Peer {
   std::string hash_;
   uint64_t committed_ = 0;
   bool started_ = false;
-  uint64_t sent_step_ = 0;  // the step our own update is for
+  uint64_t sent_step_ = 0;  // the latest step our own update is for
+  bool overlap_ = false;    // the swarm's "overlap": updates start from the replica after step t-2
+  std::optional<Speculation> speculation_;  // the step applied ahead of its commit
+  uint64_t failed_speculation_ = 0;         // a step that could not be applied ahead
   Clock::time_point step_started_;
   Clock::time_point last_commit_time_;
   std::map<uint64_t, std::map<std::string, Update>> updates_;  // step -> author -> update
@@ -249,6 +276,7 @@ class Peer {
   std::unique_ptr<RingRun> ring_;
   Contribution own_;
   std::map<RingKey, RingInbound> ring_inbox_;  // hops received for this or later rings
+  std::unique_ptr<runtime::TransformSum> step_mean_;  // Apply's sum in the transform domain, reused
   std::map<uint64_t, std::string> hash_log_;  // model hash after recent steps
   const std::atomic<bool>* stop_ = nullptr;   // the trainer's cancellation flag
   Status train_error_;                        // the trainer failed: the peer stops with this
@@ -267,6 +295,7 @@ class Peer {
   uint64_t bytes_sent_ = 0, bytes_sent_at_step_ = 0, bytes_received_at_step_ = 0;
   Clock::time_point step_clock_ = Clock::now();
   uint64_t frames_rejected_ = 0, resyncs_ = 0, divergences_ = 0, readmitted_ = 0, ring_restarts_ = 0;
+  uint64_t applied_ahead_ = 0, rollbacks_ = 0;  // overlap: steps applied ahead of their commit, and rolled back
   double compute_seconds_ = 0, apply_seconds_ = 0;  // this step: local work, and decoding + applying
   double ring_seconds_ = 0;          // this step's ring all-reduce, from its first start to done
   Clock::time_point ring_started_;   // the first start of this step's ring

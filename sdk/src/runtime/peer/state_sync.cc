@@ -18,6 +18,10 @@ void Peer::Resync(const std::string& from, const std::string& why) {
       if (m.introduced || source.empty()) source = name;
   }
   if (source.empty()) return;
+  if (speculation_) {  // the loaded replica replaces it
+    RollBack(std::move(*speculation_));
+    speculation_.reset();
+  }
   spdlog::warn("peer {}: resynchronising from {}: {}", self_.name, source, why);
   if (!syncing_) sync_progress_ = Clock::now();
   syncing_ = true;
@@ -53,17 +57,20 @@ void Peer::RetrySync() {
 // The state after the last committed step: the model, then the exchange's shared state.
 void Peer::SendState(const std::string& to) {
   if (syncing_) return;  // nothing verified to give yet; the requester retries elsewhere
-  std::vector<float> state(w_);
-  const std::vector<float> shared = exchange_->SaveState();
+  // A step applied ahead of its commit is not given away: the state before it is.
+  const Speculation* s = speculation_ ? &*speculation_ : nullptr;
+  std::vector<float> state(s ? s->w_before : w_);
+  const std::vector<float> shared = s ? s->state_before : exchange_->SaveState();
   state.insert(state.end(), shared.begin(), shared.end());
+  const uint64_t step = s ? s->step - 1 : committed_;
   const auto bytes_view = protocol::AsBytes(state);
   const std::string state_hash = crypto::HashHex(bytes_view);
   for (const auto& chunk : protocol::SplitPayload(bytes_view, swarm_info_.chunk_bytes)) {
     protocol::Header h = Header(members_.at(to));
-    h.round = committed_;
-    SendTo(to, protocol::EncodeState(h, hash_, state_hash, chunk));
+    h.round = step;
+    SendTo(to, protocol::EncodeState(h, s ? s->hash_before : hash_, state_hash, chunk));
   }
-  spdlog::info("peer {}: sent the state after step {} to {}", self_.name, committed_, to);
+  spdlog::info("peer {}: sent the state after step {} to {}", self_.name, step, to);
 }
 
 void Peer::HandleState(const std::string& from, uint64_t step, const protocol::State& s) {

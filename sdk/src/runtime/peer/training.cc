@@ -37,6 +37,11 @@ Status Peer::InitTask() {
   hash_ = crypto::ModelHash(w_);
   SHOAL_ASSIGN_OR_RETURN(codec_, codec::Codec::Create(task.codec, task.layout));
   SHOAL_ASSIGN_OR_RETURN(exchange_, MakeExchange(swarm_info_, task.layout));
+  overlap_ = swarm_info_.Param("overlap", 0) != 0;
+  if (overlap_ && exchange_->finish() != Exchange::Finish::kLeaderCommits)
+    return Status::InvalidArgument("--overlap needs the leader's commit: --mode allgather, or diloco without "
+                                   "--diloco-allreduce");
+  hash_log_[committed_] = hash_;  // the base of the first steps
   if (exchange_->finish() == Exchange::Finish::kRing) {
     SHOAL_ASSIGN_OR_RETURN(ring_codec_, SegmentCodec::Create(task.codec));
   }
@@ -92,6 +97,20 @@ Status Peer::InitTrainer(std::vector<float>* init) {
   init->assign(arena.data(), arena.data() + arena.size());
   SHOAL_ASSIGN_OR_RETURN(trainer_, nn::MakeBuiltinTrainerOnPart(o_.data, std::move(local)));
   return Status::Ok();
+}
+
+void Peer::LocalUpdates() {
+  const uint64_t last = committed_ + (overlap_ ? 2 : 1);
+  for (uint64_t t = std::max(sent_step_, committed_) + 1; t <= last && train_error_.ok(); ++t) {
+    LocalUpdate(t);
+    if (sent_step_ != t) return;  // it failed (logged): tried again next time round
+  }
+}
+
+std::string Peer::BaseHash(uint64_t step) const {
+  if (!overlap_) return step == committed_ + 1 ? hash_ : std::string();
+  auto it = hash_log_.find(step >= 2 ? step - 2 : 0);
+  return it == hash_log_.end() ? std::string() : it->second;
 }
 
 // This peer's contribution to `step`: the trainer's round from the replica (one gradient
@@ -211,6 +230,8 @@ void Peer::WriteStep(const PeerStep& s, double spread) {
       {"divergences", divergences_},
       {"readmitted", readmitted_},
       {"ring_restarts", ring_restarts_},
+      {"applied_ahead", applied_ahead_},
+      {"rollbacks", rollbacks_},
       {"frames_rejected", s.frames_rejected},
       {"rejected_by_code", rejected_by_code_},
   };

@@ -8,7 +8,9 @@
 //                     diloco's outer Nesterov on the mean pseudo-gradient. Its state travels
 //                     with the replica in a state transfer.
 //   sign of the sum   the "demo" strategy's SignOfMean, lr * sign(sum n_k delta_k), added:
-//                     DeMo peers send -Q, so w = w - lr * sign(sum n_k Q_k).
+//                     DeMo peers send -Q, so w = w - lr * sign(sum n_k Q_k). With DeMo's
+//                     codec (a DCT) the peer sums the updates' coefficients and transforms
+//                     their mean back once (takes_the_mean), so the sign is that mean's.
 #pragma once
 
 #include <memory>
@@ -26,6 +28,7 @@ namespace shoal::peer {
 class SharedStepExchange : public Exchange {
  public:
   Finish finish() const override { return ring_ ? Finish::kRing : Finish::kLeaderCommits; }
+  bool takes_the_mean() const override { return true; }
   StatusOr<std::unique_ptr<aggregator::Accumulator>> Start(uint64_t step, std::span<const float> replica) override;
   Status Apply(const std::optional<std::vector<float>>& result, std::vector<float>& replica) override;
   std::vector<float> SaveState() const override;
