@@ -34,7 +34,7 @@ std::vector<std::string> Peer::Eligible(uint64_t step, bool* all) {
 // The leader commits the step once every live member's update is in, or at the deadline.
 void Peer::MaybeCommit() {
   const uint64_t step = committed_ + 1;
-  if (sent_step_ < step || Leader() != self_.name) return;
+  if (sent_step_ < step || Leader() != self_.name || PastTheEnd(step)) return;
   bool all = false;
   const std::vector<std::string> authors = Eligible(step, &all);
   if (!all && MillisSince(step_started_) < static_cast<int64_t>(swarm_info_.step_timeout_ms)) return;
@@ -69,7 +69,7 @@ void Peer::BroadcastCommit(uint64_t step, const std::vector<std::string>& author
 void Peer::Speculate() {
   if (!overlap_ || speculation_ || Leader() == self_.name) return;
   const uint64_t step = committed_ + 1;
-  if (sent_step_ < step || commits_.count(step) || step == failed_speculation_) return;
+  if (sent_step_ < step || commits_.count(step) || step == failed_speculation_ || PastTheEnd(step)) return;
   bool all = false;
   const std::vector<std::string> authors = Eligible(step, &all);
   if (!all) return;
@@ -189,6 +189,10 @@ void Peer::TryApplyCommits() {
 // DCT), the updates are summed in the transform domain and their mean, transformed back once,
 // is the accumulator's one update (TransformSum).
 Status Peer::Apply(uint64_t step, const std::vector<std::string>& authors) {
+  // With overlap this peer's update of step+1 starts from the replica this step leaves: made
+  // first, also when commits arrive faster than the loop goes round (the same bits whatever
+  // the timing).
+  if (overlap_) LocalUpdates();
   const auto started = Clock::now();
   auto& got = updates_[step];
   SHOAL_ASSIGN_OR_RETURN(auto acc, exchange_->Start(step, w_));

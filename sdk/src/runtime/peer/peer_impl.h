@@ -195,6 +195,7 @@ class Peer {
   // after step-2 (the initial replica for steps 1 and 2); empty when this replica never had it.
   std::string BaseHash(uint64_t step) const;
   std::vector<std::string> Eligible(uint64_t step, bool* all);
+  bool PastTheEnd(uint64_t step) const { return swarm_info_.steps && step > swarm_info_.steps; }
   void MaybeCommit();
   // Overlap: followers apply the next step ahead of its commit (commit_log.cc).
   void Speculate();

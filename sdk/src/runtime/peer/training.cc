@@ -100,7 +100,8 @@ Status Peer::InitTrainer(std::vector<float>* init) {
 }
 
 void Peer::LocalUpdates() {
-  const uint64_t last = committed_ + (overlap_ ? 2 : 1);
+  uint64_t last = committed_ + (overlap_ ? 2 : 1);
+  if (swarm_info_.steps) last = std::min(last, swarm_info_.steps);
   for (uint64_t t = std::max(sent_step_, committed_) + 1; t <= last && train_error_.ok(); ++t) {
     LocalUpdate(t);
     if (sent_step_ != t) return;  // it failed (logged): tried again next time round
