@@ -2,14 +2,15 @@
 # Step time on the consumer link DisTrO targets, measured: 4 shoal-peer processes, each in its
 # own network namespace, joined through a bridge by veth pairs shaped with tc tbf to 100 Mbit/s
 # down and 10 Mbit/s up per peer (netem is absent from this kernel, so no added delay). The
-# model is mlp:1024,1024 on digits (1,126,410 parameters); the runs are allgather + DeMo,
-# diloco + int8 (H = 100 inner steps), a dense fp32 allgather and a dense ring all-reduce of
+# model is mlp:1024,1024 on digits (1,126,410 parameters); the runs are allgather + DeMo (with
+# and without --overlap), diloco + int8 (H = 100 inner steps), a dense fp32 allgather and a
+# dense ring all-reduce of
 # the same model, with CurveZMQ on every link, and PyTorch gloo's all-reduce of a tensor of the
 # same size between 4 processes in the same namespaces (no encryption). Needs root, iproute2
 # and python3-torch. Creates and removes namespaces shoalb-*.
 #   sudo bench/peer_shaped.sh
 #   sudo METHODS="allgather-demo gloo" bench/peer_shaped.sh   (some of: allgather-demo
-#        diloco-int8 allgather-dense allreduce-dense gloo)
+#        allgather-demo-overlap diloco-int8 allgather-dense allreduce-dense gloo)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN="$PWD/build/bin"
@@ -56,6 +57,7 @@ gloo() {  # the 4 ranks, one per namespace; rank 0 listens on peer 0's address
 want() { [ -z "${METHODS:-}" ] || [[ " $METHODS " == *" $1 "* ]]; }
 echo "links: $UP up, $DOWN down per peer, $N peers"
 want allgather-demo && run allgather-demo "${DEMO_STEPS:-12}" --mode allgather --client-optimizer demo --lr 0.001 --codec demo:chunk=64,topk=8,bits=1
+want allgather-demo-overlap && run allgather-demo-overlap "${DEMO_STEPS:-12}" --mode allgather --client-optimizer demo --lr 0.001 --codec demo:chunk=64,topk=8,bits=1 --overlap
 want diloco-int8 && run diloco-int8 "${DILOCO_STEPS:-3}" --mode diloco --client-optimizer adamw --lr 0.001 --diloco-inner-steps 100 --codec int8
 want allgather-dense && run allgather-dense "${DENSE_STEPS:-4}" --mode allgather --lr 0.05 --momentum 0.9
 want allreduce-dense && run allreduce-dense "${DENSE_STEPS:-4}" --mode allreduce --lr 0.05 --momentum 0.9

@@ -98,7 +98,16 @@ void Peer::Handle(transport::Listener::Inbound& in) {
   if (std::holds_alternative<protocol::StateRequest>(body)) return SendState(from);
   // A late answer to a Join request this peer repeated while waiting.
   if (std::holds_alternative<protocol::SwarmInfo>(body)) return;
-  if (std::holds_alternative<protocol::Bye>(body)) {
+  if (auto* bye = std::get_if<protocol::Bye>(&body)) {
+    // A member that finished the run's last step stays a member until this peer is done too
+    // and has said so (Run): this peer may still be on that step, computed with it (a ring must
+    // not restart without it), and the member waits for this peer's Bye.
+    const uint64_t finished = h.round > 0 ? h.round - 1 : 0;  // its last committed step
+    if (bye->reason == kFinished && finished > 0) {
+      spdlog::info("peer {}: member {} finished the run at step {}", self_.name, from, finished);
+      m.finished_after = finished;
+      return;
+    }
     spdlog::info("peer {}: member {} left", self_.name, from);
     members_.erase(from);
     return;

@@ -114,10 +114,24 @@ Status Peer::Run(const std::atomic<bool>& stop) {
     MaybeCommit();
     Speculate();
   }
-  // Leave: tell every member, give the frames a moment to go.
-  Broadcast([&](Member& m) { return protocol::EncodeBye(Header(m), stop.load() ? "stopped" : "finished"); });
-  const auto until = Clock::now() + milliseconds(200);
-  while (Clock::now() < until) {
+  // Leave: tell every member. After the run's last step, stay while members are still on it:
+  // they may need this peer's frames (a ring's last hops still queued for a slow link, a
+  // commit, an update to fetch, the state), and its queues close when it exits. They leave
+  // when done, or are dropped at the heartbeat timeout. Then give the Bye a moment to go.
+  const bool finished = !stop.load() && train_error_.ok() && steps && committed_ >= steps;
+  Broadcast([&](Member& m) { return protocol::EncodeBye(Header(m), finished ? kFinished : "stopped"); });
+  const auto linger = milliseconds(2 * std::max(swarm_info_.step_timeout_ms, swarm_info_.heartbeat_timeout_ms));
+  const auto on_the_run = [&] {
+    return std::any_of(members_.begin(), members_.end(), [](const auto& m) { return m.second.finished_after == 0; });
+  };
+  for (const auto until = Clock::now() + linger; finished && on_the_run() && !stop.load() && Clock::now() < until;) {
+    auto in = server_->Recv(milliseconds(10));
+    if (in.ok() && *in) Handle(**in);
+    ServiceConnections();
+    ExpireMembers();
+    Heartbeat();
+  }
+  for (const auto until = Clock::now() + milliseconds(200); Clock::now() < until;) {
     auto in = server_->Recv(milliseconds(10));
     if (in.ok() && *in) Handle(**in);
   }

@@ -55,6 +55,7 @@ using std::chrono::milliseconds;
 using protocol::ErrorCode;
 
 constexpr size_t kLogSteps = 16;               // committed steps whose updates are kept for fetches
+constexpr const char* kFinished = "finished";  // the Bye of a member that did the run's last step
 constexpr int64_t kDepartedMemoryMs = 120000;  // how long a member dropped for silence may come back
 
 // ZMTP heartbeats (ZeroMQ drops a connection silent for 3 intervals) no stricter than the
@@ -88,6 +89,7 @@ struct Member {
   std::unique_ptr<transport::Channel> out;
   uint64_t out_sequence = 0;
   Clock::time_point last_heard;
+  uint64_t finished_after = 0;  // it said it finished the run at this step (0: it has not)
 };
 
 // One piece of one hop of a ring, as it arrives (chunk by chunk) from the member before this one.
