@@ -122,42 +122,60 @@ ChunkView ViewChunk(const wire::Chunk* c) {
   return v;
 }
 
-Status ChunkAssembler::Add(const ChunkView& c) {
+// What a chunk must be on its own: present, within the limit, its index below its count, the
+// count possible for the total without empty chunks, and its offset and length those of a
+// balanced split. Returns the split's stride.
+StatusOr<uint64_t> ChunkAssembler::Check(const ChunkView& c, uint64_t max_total) {
   if (!c.present) return Status::Protocol("message has no payload chunk");
   const uint64_t total = c.total_bytes;
   const uint32_t count = c.count;
   const uint32_t index = c.index;
   const uint64_t len = c.data.size();
-  if (total > max_total_)
+  if (total > max_total)
     return Status::Protocol("payload of " + std::to_string(total) + " bytes exceeds the limit of " +
-                            std::to_string(max_total_) + " bytes");
+                            std::to_string(max_total) + " bytes");
   if (count == 0 || index >= count)
     return Status::Protocol("chunk index " + std::to_string(index) + " is not below count " + std::to_string(count));
   if (total > 0 ? count > total : count != 1)
     return Status::Protocol("chunk count " + std::to_string(count) + " is impossible for " + std::to_string(total) +
                             " bytes");
+  const uint64_t stride = total == 0 ? 0 : (total + count - 1) / count;
+  // A balanced split never leaves a chunk empty; reject counts that would.
+  if (total > 0 && stride * (count - 1) >= total)
+    return Status::Protocol("chunk count " + std::to_string(count) + " leaves empty chunks for " +
+                            std::to_string(total) + " bytes");
+  const uint64_t want_off = index * stride;
+  const uint64_t want_len = std::min<uint64_t>(stride, total - want_off);
+  if (c.offset != want_off || len != want_len)
+    return Status::Protocol("chunk " + std::to_string(index) + " has offset " + std::to_string(c.offset) +
+                            " and length " + std::to_string(len) + "; expected " + std::to_string(want_off) + " and " +
+                            std::to_string(want_len));
+  return stride;
+}
+
+StatusOr<std::optional<std::span<const uint8_t>>> ChunkAssembler::Whole(const ChunkView& c, uint64_t max_total_bytes) {
+  if (!c.present || c.count != 1) return std::optional<std::span<const uint8_t>>();
+  SHOAL_RETURN_IF_ERROR(Check(c, max_total_bytes).status());
+  return std::optional<std::span<const uint8_t>>(c.data);
+}
+
+Status ChunkAssembler::Add(const ChunkView& c) {
+  SHOAL_ASSIGN_OR_RETURN(const uint64_t stride, Check(c, max_total_));
+  const uint64_t total = c.total_bytes;
+  const uint32_t count = c.count;
+  const uint32_t index = c.index;
+  const uint64_t len = c.data.size();
   if (!started_) {
     started_ = true;
     count_ = count;
     total_ = total;
-    stride_ = total == 0 ? 0 : (total + count - 1) / count;
-    // A balanced split never leaves a chunk empty; reject counts that would.
-    if (total > 0 && stride_ * (count - 1) >= total) {
-      started_ = false;
-      return Status::Protocol("chunk count " + std::to_string(count) + " leaves empty chunks for " +
-                              std::to_string(total) + " bytes");
-    }
+    stride_ = stride;
     seen_.assign(count, false);
     bytes_.assign(total, 0);
   } else if (count != count_ || total != total_) {
     return Status::Protocol("chunk disagrees with earlier chunks of the payload (count/total)");
   }
   const uint64_t want_off = index * stride_;
-  const uint64_t want_len = std::min<uint64_t>(stride_, total_ - want_off);
-  if (c.offset != want_off || len != want_len)
-    return Status::Protocol("chunk " + std::to_string(index) + " has offset " + std::to_string(c.offset) +
-                            " and length " + std::to_string(len) + "; expected " + std::to_string(want_off) + " and " +
-                            std::to_string(want_len));
   if (seen_[index]) return Status::Protocol("chunk " + std::to_string(index) + " was already received");
   seen_[index] = true;
   ++received_;

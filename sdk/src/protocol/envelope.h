@@ -79,12 +79,18 @@ class ChunkAssembler {
   explicit ChunkAssembler(uint64_t max_total_bytes) : max_total_(max_total_bytes) {}
   Status Add(const ChunkView& chunk);
   Status Add(const wire::Chunk* chunk) { return Add(ViewChunk(chunk)); }
+  // A payload that travels in one chunk, without assembling it: the chunk's bytes (a view into
+  // the frame), after the checks Add makes; nullopt when it has several chunks, or none (Add
+  // them, or Add says what is wrong).
+  static StatusOr<std::optional<std::span<const uint8_t>>> Whole(const ChunkView& chunk, uint64_t max_total_bytes);
   bool complete() const { return started_ && received_ == count_; }
   uint32_t received() const { return received_; }
   // The payload; only when complete(). Leaves the assembler empty.
   std::vector<uint8_t> Take();
 
  private:
+  static StatusOr<uint64_t> Check(const ChunkView& chunk, uint64_t max_total);  // the split's stride
+
   uint64_t max_total_;
   bool started_ = false;
   uint32_t count_ = 0;

@@ -38,6 +38,8 @@ class Message {
       : bytes_(bytes), owner_(std::move(owner)) {}
   std::span<const uint8_t> bytes() const { return bytes_; }
   size_t size() const { return bytes_.size(); }
+  // What keeps the bytes alive: holding it keeps a view into them valid past the message.
+  const std::shared_ptr<const void>& owner() const { return owner_; }
 
  private:
   std::span<const uint8_t> bytes_;

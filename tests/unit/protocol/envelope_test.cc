@@ -280,6 +280,33 @@ TEST(Chunks, AssemblerRejectsInconsistentChunks) {
   }
 }
 
+// A payload in one chunk is taken where it lies (the ring's pieces, without a copy), after the
+// checks Add makes; several chunks, or none, are left to Add.
+TEST(Chunks, AWholePayloadInOneChunkIsAViewAfterAddsChecks) {
+  RawChunk rc;
+  const wire::Chunk* one = rc.Make(0, 1, 0, 10, 10);
+  auto whole = ChunkAssembler::Whole(ViewChunk(one), 100);
+  ASSERT_TRUE(whole.ok() && *whole);
+  EXPECT_EQ((*whole)->data(), one->data()->data()) << "a view into the frame, not a copy";
+  EXPECT_EQ((*whole)->size(), 10u);
+  auto several = ChunkAssembler::Whole(ViewChunk(rc.Make(0, 2, 0, 10, 5)), 100);
+  ASSERT_TRUE(several.ok());
+  EXPECT_FALSE(*several) << "two chunks: assembled by Add";
+  auto none = ChunkAssembler::Whole(ViewChunk(nullptr), 100);
+  ASSERT_TRUE(none.ok());
+  EXPECT_FALSE(*none) << "no chunk: Add says so";
+  const auto message = [](const ChunkView& c, uint64_t limit) {
+    ChunkAssembler a(limit);
+    const std::string added = a.Add(c).message();
+    auto w = ChunkAssembler::Whole(c, limit);
+    EXPECT_FALSE(w.ok());
+    EXPECT_EQ(w.status().message(), added);
+    return added;
+  };
+  EXPECT_NE(message(ViewChunk(rc.Make(0, 1, 0, 101, 101)), 100), "") << "over the size limit";
+  EXPECT_NE(message(ViewChunk(rc.Make(0, 1, 1, 10, 9)), 100), "") << "wrong offset and length";
+}
+
 TEST(Payload, DenseDecodeChecksSizeAndFiniteness) {
   std::vector<float> v = {1.0f, -2.5f, 3.0f};
   auto ok = DecodeDenseF32(AsBytes(v), 3);

@@ -87,7 +87,7 @@ void Peer::Handle(transport::Listener::Inbound& in) {
   }
   if (auto* r = std::get_if<protocol::RingSegment>(&body)) {
     if (!ring) return Reject(from, ErrorCode::MalformedFrame, "this swarm's mode has no ring");
-    return HandleRingSegment(from, h.round, *r);
+    return HandleRingSegment(from, h.round, *r, in.frame);
   }
   if (auto* c = std::get_if<protocol::Commit>(&body)) return HandleCommit(from, h.round, std::move(*c));
   if (auto* s = std::get_if<protocol::State>(&body)) return HandleState(from, h.round, *s);

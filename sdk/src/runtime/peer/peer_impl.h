@@ -220,7 +220,9 @@ class Peer {
   void SendRingHop(RingHop hop);
   void FlushRing();
   void FinishRing();
-  void HandleRingSegment(const std::string& from, uint64_t step, const protocol::RingSegment& r);
+  // `frame`: the frame `r` came in (a piece in one chunk is kept as a view into it).
+  void HandleRingSegment(const std::string& from, uint64_t step, const protocol::RingSegment& r,
+                         const transport::Message& frame);
   void PruneRingInbox();
   int64_t RingStallMs() const;
 

@@ -205,7 +205,8 @@ void Peer::FinishRing() {
   FinishStep(step, members, loss, -1.0);
 }
 
-void Peer::HandleRingSegment(const std::string& from, uint64_t step, const protocol::RingSegment& r) {
+void Peer::HandleRingSegment(const std::string& from, uint64_t step, const protocol::RingSegment& r,
+                             const transport::Message& frame) {
   // While syncing, this peer's step is unknown: keep later hops (pruned to the newest rings).
   if (step <= committed_ || (!syncing_ && step > committed_ + 2)) {
     ++rejected_by_code_["StaleStep"];  // a ring this peer finished, or far ahead: expected under churn
@@ -233,19 +234,32 @@ void Peer::HandleRingSegment(const std::string& from, uint64_t step, const proto
     ++rejected_by_code_["DuplicateUpdate"];
     return;
   }
+  // A piece holds at most kRingPieceValues values: bound what its chunks may add up to.
+  const uint64_t max_bytes = protocol::MaxCodecPayloadBytes(std::min<uint64_t>(n_, protocol::kRingPieceValues));
   if (!slot.assembler) {
     slot.from = from;
     slot.since = Clock::now();
-    // A piece holds at most kRingPieceValues values: bound what its chunks may add up to.
-    slot.assembler = std::make_unique<protocol::ChunkAssembler>(
-        protocol::MaxCodecPayloadBytes(std::min<uint64_t>(n_, protocol::kRingPieceValues)));
+    slot.assembler = std::make_unique<protocol::ChunkAssembler>(max_bytes);
     slot.hop = RingHop{.phase = r.phase, .hop = r.hop, .segment = r.segment, .contributors = r.contributors,
                        .weight = r.weight, .loss = r.loss, .payload = {}, .piece = r.piece};
   } else if (slot.from != from) {
     return Reject(from, ErrorCode::BadSender, "ring hop already under way from " + slot.from);
   }
   if (ring_ && ring_->step == step) ring_->progress = Clock::now();  // a slow link, but moving
-  Status st = slot.assembler->Add(r.chunk);
+  // A piece in one chunk (the usual case: a piece is far below a chunk) is kept where it
+  // arrived, when that is the frame itself (not the aligned copy VerifyFrame may make).
+  const auto frame_bytes = frame.bytes();
+  const bool in_frame = frame.owner() && r.chunk.data.data() >= frame_bytes.data() &&
+                        r.chunk.data.data() + r.chunk.data.size() <= frame_bytes.data() + frame_bytes.size();
+  auto whole = protocol::ChunkAssembler::Whole(r.chunk, max_bytes);
+  Status st = whole.status();
+  if (st.ok() && *whole && in_frame && slot.assembler->received() == 0) {
+    slot.hop.payload = HopPayload(**whole, frame.owner());
+    slot.assembler.reset();
+    slot.complete = true;
+    return PruneRingInbox();
+  }
+  if (st.ok()) st = slot.assembler->Add(r.chunk);
   if (!st.ok()) {
     ring_inbox_.erase({step, r.ring_hash, r.attempt, r.phase, r.hop, r.piece});
     return Reject(from, ErrorCode::MalformedFrame, st.message());

@@ -73,6 +73,24 @@ class SegmentCodec {
   std::vector<float> decoded_;                                  // DecodeAdd's scratch
 };
 
+// The bytes of one piece: encoded here (owned), or a view of the frame it arrived in, kept
+// alive by the frame's owner, so a piece that travels in one chunk goes from the socket's
+// buffer to the reduction (and, in the all-gather, on to the next member) without a copy.
+class HopPayload {
+ public:
+  HopPayload() = default;
+  HopPayload(std::vector<uint8_t> owned) : owned_(std::move(owned)) {}  // NOLINT: from Encode's bytes
+  HopPayload(std::span<const uint8_t> view, std::shared_ptr<const void> keep) : view_(view), keep_(std::move(keep)) {}
+  std::span<const uint8_t> bytes() const { return keep_ ? view_ : std::span<const uint8_t>(owned_); }
+  operator std::span<const uint8_t>() const { return bytes(); }  // NOLINT: read where bytes are read
+  size_t size() const { return bytes().size(); }
+
+ private:
+  std::vector<uint8_t> owned_;
+  std::span<const uint8_t> view_;
+  std::shared_ptr<const void> keep_;
+};
+
 // One piece of one hop, from a member to the next one.
 struct RingHop {
   uint8_t phase = 0;  // 0 reduce-scatter, 1 all-gather
@@ -81,7 +99,7 @@ struct RingHop {
   uint32_t contributors = 0;
   double weight = 0.0;
   double loss = 0.0;  // weight x loss, summed
-  std::vector<uint8_t> payload;
+  HopPayload payload;
   uint32_t piece = 0;
 };
 
