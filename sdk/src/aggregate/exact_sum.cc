@@ -89,10 +89,6 @@ double WideToDouble(std::array<uint64_t, 6> w) {
   return negative ? -d : d;
 }
 
-}  // namespace
-
-namespace {
-
 Status WeightInRange(uint64_t weight) {
   if (weight == 0 || weight > ExactSum::kMaxWeight)
     return Status::InvalidArgument("weight " + std::to_string(weight) + " is outside [1, 2^40]");

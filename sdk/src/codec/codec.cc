@@ -585,6 +585,8 @@ Status Codec::DecodeCoefficients(std::span<const uint8_t> payload, const RoundCo
                                  std::vector<uint32_t>* indices, std::vector<float>* values) const {
   const Impl& m = *impl_;
   if (!m.transform) return Status::InvalidArgument("codec: '" + m.spec + "' has no transform");
+  if (m.num_coeffs > (size_t{1} << 32))
+    return Status::InvalidArgument("codec: " + std::to_string(m.num_coeffs) + " coefficients have no 32-bit places");
   std::vector<uint8_t> unpacked;
   SHOAL_ASSIGN_OR_RETURN(std::span<const uint8_t> body, m.Body(payload, &unpacked));
   const Impl::CoefficientsOut out{indices, values};

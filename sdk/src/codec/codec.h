@@ -201,10 +201,11 @@ class Codec {
   // order (the layout's size without a transform).
   size_t num_coefficients() const;
   // The coefficients `payload` carries: their places in the coefficient vector (ascending) and
-  // their decoded values, replacing the vectors' contents. Every coefficient the payload does
-  // not carry is 0. The checks are Decode's (Corruption for a malformed payload, a non-finite
-  // value), but for the inverse transform's finiteness, which InverseTransform checks; so
+  // their decoded values, replacing the vectors' contents; every other coefficient is 0. The
+  // checks are Decode's (Corruption for a malformed payload, a non-finite value) but for the
+  // inverse transform's finiteness, which InverseTransform checks; so
   //   Decode(p) == InverseTransform(the coefficients of p, zeros elsewhere)   bit for bit.
+  // InvalidArgument without a transform, or for a vector past 2^32 places (they are 32-bit).
   Status DecodeCoefficients(std::span<const uint8_t> payload, const RoundContext& ctx, std::vector<uint32_t>* indices,
                             std::vector<float>* values) const;
   // out = the inverse transform of a whole coefficient vector (num_coefficients() values),

@@ -12,7 +12,6 @@
 
 namespace shoal::peer {
 
-
 // The updates a commit of `step` (the next) takes now, by author, and in *all whether every
 // live member's is in. Updates from another replica do not count. With overlap an update
 // starts from the replica after step-2, or after step-1 for a member that has just loaded the
@@ -98,7 +97,9 @@ void Peer::RollBack(Speculation s) {
 }
 
 // The commit of the step applied ahead: the same updates and model confirm it; otherwise the
-// replica rolls back and applies the commit's updates.
+// replica rolls back and applies the commit's updates. This peer's update of the step after
+// next, made from the replica applied ahead, then starts from a replica the leader never had:
+// it leaves it out of that step (one contribution lost, the replicas still one).
 void Peer::SettleSpeculation(const std::string& from, protocol::Commit c) {
   Speculation s = std::move(*speculation_);
   speculation_.reset();
