@@ -46,6 +46,7 @@ typedef struct peer_run {
   float params[kParams];
   double first_loss, last_loss;
   atomic_int steps_seen;
+  int overlap;
 } peer_run;
 
 static int recording_train(void* user, const shoal_round* round, shoal_train_context* ctx, uint64_t* num_examples,
@@ -109,6 +110,7 @@ static void* run_peer(void* arg) {
   o.metrics_out = r->metrics;
   o.on_step = on_step;
   o.step_user = r;
+  o.overlap = r->overlap;
   shoal_peer* p = NULL;
   r->status = shoal_peer_create(&o, &p);
   if (r->status != SHOAL_OK) {
@@ -143,13 +145,15 @@ static void init_run(peer_run* r, const char* name, uint32_t part, uint32_t part
   r->steps = steps;
 }
 
-static void test_allgather_swarm(void) {
+/* overlap: each step's update from the replica one step older; the same checks hold. */
+static void test_allgather_swarm(int overlap) {
   static peer_run runs[kPeers];
   pthread_t threads[kPeers];
   for (int i = 0; i < kPeers; ++i) {
     char name[16];
-    snprintf(name, sizeof name, "p%d", i);
+    snprintf(name, sizeof name, overlap ? "o%d" : "p%d", i);
     init_run(&runs[i], name, (uint32_t)i, kPeers, kSteps);
+    runs[i].overlap = overlap;
     if (i > 0) snprintf(runs[i].bootstrap, sizeof runs[i].bootstrap, "%s", runs[0].endpoint);
     pthread_create(&threads[i], NULL, run_peer, &runs[i]);
     if (i == 0) sleep_ms(300); /* the founder binds first */
@@ -317,7 +321,8 @@ int main(int argc, char** argv) {
   CHECK_STATUS(shoal_set_log_callback(NULL, NULL, SHOAL_LOG_WARN), SHOAL_OK);
 
   test_misuse();
-  test_allgather_swarm();
+  test_allgather_swarm(0);
+  test_allgather_swarm(1);
   test_stop();
 
   if (g_failures) {

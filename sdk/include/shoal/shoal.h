@@ -8,7 +8,8 @@
  * (shoal_peer_run). See examples/c/ and examples/python/.
  *
  * ABI history: 1: the client, trainer and datasets. 2: peers (shoal_peer_*), and
- * shoal_round.keep_optimizer_state.
+ * shoal_round.keep_optimizer_state. Fields added since at the end of a struct (compatible,
+ * read when struct_size covers them): shoal_peer_options.overlap.
  *
  * Conventions, for every function below:
  * - Fallible functions return a shoal_status (SHOAL_OK = 0). No C++ exception ever crosses
@@ -376,6 +377,10 @@ typedef struct shoal_peer_options {
   const char* metrics_out;          /* JSON lines, one per step. Default: NULL (none) */
   shoal_peer_step_fn on_step;       /* Default: NULL */
   void* step_user;                  /* passed to on_step */
+  /* Added after ABI 2: read only when struct_size covers it. */
+  int overlap;                      /* allgather and diloco, nonzero: each step's update starts from the replica
+                                       one step older, so a step's exchange overlaps the next step's work
+                                       (shoal/peer.h, PeerOptions::overlap). Default: 0 */
 } shoal_peer_options;
 
 /* As shoal_client_options_init: pass sizeof(shoal_peer_options). */

@@ -108,6 +108,7 @@ Status ToPeerOptions(const shoal_peer_options& c, shoal::PeerOptions* o) {
   o->gossip_k = c.gossip_k;
   o->eval_every = c.eval_every;
   o->metrics_out = Str(c.metrics_out);
+  if (c.struct_size >= SHOAL_SIZE_THROUGH(shoal_peer_options, overlap)) o->overlap = c.overlap != 0;
   if (o->step_timeout_ms == 0 || o->heartbeat_interval_ms == 0 || o->join_timeout_ms == 0 ||
       o->heartbeat_timeout_ms <= o->heartbeat_interval_ms)
     return Status::InvalidArgument("timeouts must be positive and heartbeat_timeout_ms above heartbeat_interval_ms");
