@@ -314,11 +314,15 @@ StatusOr<KeyPair> ReadSecretKeyFile(const std::string& path) {
     ++line_no;
     if (line.empty() || line[0] == '#') continue;
     // '=' is also a Z85 character: the label is what precedes the first '=' and must look
-    // like one ([a-z0-9-]+), so a bare key line is reported as such (and never echoed).
+    // like one ([a-z0-9-]+), and a line that is a whole key (40 or 80 Z85 characters, which
+    // may start with something label-like, "v=...") is a bare key line: reported as such,
+    // and never echoed.
     const size_t eq = line.find('=');
     const std::string where = path + " line " + std::to_string(line_no);
     const std::string label(eq == std::string_view::npos ? std::string_view() : Trim(line.substr(0, eq)));
-    if (label.empty() || label.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") != std::string::npos) {
+    const bool bare_key = (line.size() == 40 || line.size() == 80) &&
+                          std::all_of(line.begin(), line.end(), [](char c) { return kZ85Decoder[static_cast<unsigned char>(c)] >= 0; });
+    if (bare_key || label.empty() || label.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") != std::string::npos) {
       error = Status::Corruption(where + ": expected 'label = value'");
       break;
     }

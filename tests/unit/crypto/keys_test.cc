@@ -217,6 +217,12 @@ TEST_F(KeysTest, CorruptedSecretFilesGiveClearErrors) {
   expect_error(SecretText(*kp) + "just some words\n", "expected 'label = value'");
   expect_error("", "missing 'curve-public' line");
   expect_error(Z85Key(kp->curve_public) + "\n", "expected 'label = value'");  // a .pub given as --secret-key
+  // '=' is a Z85 character: a bare key may start like a label ("v=..."); still a bare key, and
+  // not echoed (one random key in ~50 did, before).
+  const std::string label_like = "v=" + Z85Key(kp->curve_public).substr(2);
+  expect_error(label_like + "\n", "expected 'label = value'");
+  WritePrivate(path, label_like + "\n");
+  EXPECT_EQ(ReadSecretKeyFile(path).status().message().find("'v'"), std::string::npos);
 }
 
 TEST_F(KeysTest, ReadPublicKeyFromKeyOrFile) {
