@@ -59,7 +59,7 @@ TEST(Collective, ThreadGroupSumsInRankOrderWithTheSameBitsOnEveryRank) {
         });
         for (int r = 0; r < ranks; ++r) {
           ASSERT_TRUE(st[static_cast<size_t>(r)].ok()) << st[static_cast<size_t>(r)].message();
-          ASSERT_EQ(std::memcmp(data[static_cast<size_t>(r)].data(), want.data(), n * sizeof(float)), 0)
+          ASSERT_TRUE(n == 0 || std::memcmp(data[static_cast<size_t>(r)].data(), want.data(), n * sizeof(float)) == 0)
               << ranks << " ranks, " << n << " values, rank " << r;
         }
       }
