@@ -47,9 +47,11 @@ int main(int argc, char** argv) {
                               "Runs federated training rounds over ZeroMQ: clients join with Hello, train the\n"
                               "model on their own data, and send updates that are averaged into the global model.\n"
                               "Example:\n  shoal-aggregator --listen tcp://*:7070 --rounds 30 --min-clients 4 \\\n"
-                              "    --model mlp --dataset digits --metrics-out run.jsonl --checkpoint-dir ckpt\n");
+                              "    --model mlp --dataset digits --metrics-out run.jsonl --checkpoint-dir ckpt\n"
+                              "An edge aggregator of that one, for its own clients:\n"
+                              "  shoal-aggregator --listen tcp://*:7071 --upstream tcp://root:7070 --upstream-name edge-eu\n");
   all.add(general).add(transport).add(shoal::aggregator::RoundOptions(o, flags)).add(shoal::aggregator::TaskOptions(o, flags))
-      .add(shoal::aggregator::PrivacyOptions(o, flags));
+      .add(shoal::aggregator::PrivacyOptions(o, flags)).add(shoal::aggregator::TierOptions(o, flags));
 
   po::variables_map vm;
   if (auto exit_code = shoal::cli::ParseOptions(argc, argv, all, vm, kProgram)) return *exit_code;

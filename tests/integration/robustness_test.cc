@@ -146,6 +146,16 @@ TEST(Robustness, ClearErrorsForBadFlagsAndEnvironment) {
        "codec spec 'int9'"},
       {"shoal-aggregator", {"--listen", Endpoint(FreePort()), "--model", "mlp:0"}, 2, "mlp:0"},
       {"shoal-aggregator", {"--listen", Endpoint(FreePort()), "--strategy", "magic"}, 2, "fedavg, fedprox"},
+      // An edge aggregator: its parent decides the rounds and keeps the model; one that never
+      // answers is named; a plain link off loopback needs keys.
+      {"shoal-aggregator", {"--listen", Endpoint(FreePort()), "--upstream", Endpoint(FreePort()), "--rounds", "3"}, 2,
+       "--rounds with --upstream: the parent decides the rounds"},
+      {"shoal-aggregator", {"--listen", Endpoint(FreePort()), "--upstream", Endpoint(FreePort()), "--checkpoint-dir", dir}, 2,
+       "an edge keeps no model of its own"},
+      {"shoal-aggregator", {"--listen", Endpoint(FreePort()), "--upstream", Endpoint(FreePort()), "--upstream-timeout", "1"},
+       1, "no task from the parent aggregator"},
+      {"shoal-aggregator", {"--listen", Endpoint(FreePort()), "--upstream", "tcp://192.0.2.1:7070"}, 1,
+       "--upstream tcp://192.0.2.1:7070 is not a loopback address: give --upstream-key and --upstream-server-key"},
       {"shoal-aggregator", {"--listen", Endpoint(FreePort()), "--data-dir", dir + "/nothing-here"}, 1, "scripts/setup"},
       {"shoal-aggregator", {"--listen", "tcp://nonsense"}, 1, "tcp://nonsense"},
       // Secure by default: no unencrypted listener on other interfaces without --insecure.

@@ -239,6 +239,44 @@ Status ExactSum::AddSparse(std::span<const uint32_t> indices, std::span<const fl
   return Status::Ok();
 }
 
+// m * 2^e as two terms below 2^64: m = hi * 2^64 + lo, lo unsigned, hi signed (|hi| <= 2^63).
+void ExactSum::AddExact(size_t i, Int128 m, int e) {
+  const auto lo = static_cast<uint64_t>(static_cast<u128>(m));
+  const Int128 hi = m >> 64;  // arithmetic: the floor
+  if (lo) AddTerm(i, static_cast<Int128>(lo), e);
+  if (hi) AddTerm(i, hi, e + 64);
+}
+
+// A wide value, limb by limb: five unsigned limbs and the signed top one.
+void ExactSum::AddWideValue(size_t i, const Wide& w) {
+  for (int k = 0; k < 5; ++k)
+    if (w[k]) AddTerm(i, static_cast<Int128>(w[k]), kWideUnit + 64 * k);
+  if (w[5]) AddTerm(i, static_cast<Int128>(static_cast<int64_t>(w[5])), kWideUnit + 320);
+}
+
+Status ExactSum::Merge(const ExactSum& other) {
+  if (other.size() != size())
+    return Status::InvalidArgument("a partial sum of " + std::to_string(other.size()) + " values, the sum " +
+                                   std::to_string(size()));
+  if (other.count_ == 0) return Status::Ok();
+  if (other.weight_ > kMaxTotalWeight - weight_) return Status::InvalidArgument("the total weight would pass 2^63");
+  MakeExact();
+  if (other.single()) {
+    for (size_t i = 0; i < n_; ++i) AddValue(i, other.single_[i], other.single_weight_);
+  } else if (!other.mantissa_.empty()) {
+    for (size_t i = 0; i < n_; ++i) {
+      if (other.exponent_[i] == kInWide) {
+        AddWideValue(i, other.wide_.at(i));
+      } else if (other.mantissa_[i] != 0) {
+        AddExact(i, other.mantissa_[i], other.exponent_[i]);
+      }
+    }
+  }
+  count_ += other.count_;
+  weight_ += other.weight_;
+  return Status::Ok();
+}
+
 double ExactSum::Value(size_t i) const {
   // + 0.0: a -0 update value is the exact form's +0.
   if (single()) return static_cast<double>(single_[i]) * static_cast<double>(single_weight_) + 0.0;

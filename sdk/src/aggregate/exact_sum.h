@@ -24,6 +24,10 @@
 // exact form gives; the next Add moves it into the exact form.
 // Memory: 18 bytes per coordinate (4 for a single update) plus 48 for each coordinate that
 // moved to the wide form.
+// Partial sums (hierarchical aggregation). Merge adds another sum exactly: a tier's partial
+// sums merged give the bits the tier's updates added one by one give. Serialize writes the
+// exact state (exact_sum_wire.cc: the layout, compressed with zstd) and Deserialize reads it
+// back, refusing anything malformed or a value larger than its weight allows.
 #pragma once
 
 #include <array>
@@ -59,6 +63,18 @@ class ExactSum {
   // instead of summing them (the robust rules) apply the same checks.
   static Status Check(std::span<const float> x, size_t n, uint64_t weight);
 
+  // V += the other sum's V, exactly; the counts and weights add. Refuses (InvalidArgument, the
+  // sum unchanged) another length or a total weight past kMaxTotalWeight.
+  Status Merge(const ExactSum& other);
+  // The exact state as bytes (exact_sum_wire.cc), and back. Deserialize refuses (Corruption,
+  // with what is wrong) bytes that are not a sum of `n` coordinates written by Serialize, and
+  // any coordinate larger than total_weight * 2^129 (no sum of valid updates is): a merged
+  // hostile partial sum can then not overflow the wide form.
+  std::vector<uint8_t> Serialize() const;
+  static StatusOr<ExactSum> Deserialize(std::span<const uint8_t> bytes, size_t n);
+  // The most bytes Serialize writes for n coordinates (each in the wide form).
+  static size_t MaxSerializedBytes(size_t n);
+
   // Empties the sum, keeping its memory (a sum reused step after step allocates nothing).
   void Clear();
 
@@ -80,6 +96,8 @@ class ExactSum {
   bool single() const { return count_ == 1 && !single_.empty(); }
   void MakeExact();                                  // moves a single update into the exact form
   void AddValue(size_t i, float x, uint64_t weight);  // V[i] += weight * x (x finite)
+  void AddExact(size_t i, Int128 m, int e);            // V[i] += m * 2^e, any m
+  void AddWideValue(size_t i, const Wide& w);          // V[i] += w
   void AddTerm(size_t i, Int128 t, int e);         // the common case, inlined into Add
   void AddTermGeneral(size_t i, Int128 t, int e);  // the rest
 

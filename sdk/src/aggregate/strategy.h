@@ -17,6 +17,8 @@
 
 namespace shoal::aggregator {
 
+class ExactSum;
+
 // One client's update as an accumulator sees it: decoded and validated by the caller, read
 // during Add and not kept.
 struct ClientUpdate {
@@ -81,7 +83,16 @@ class Accumulator {
   // Refuses (InvalidArgument, nothing added) an update of the wrong size, with a NaN/Inf, or
   // with a weight outside [1, 2^40].
   virtual Status Add(const ClientUpdate& update) = 0;
-  virtual uint64_t count() const = 0;  // updates added
+  // An edge aggregator's exact partial sum of its clients' updates (hierarchical aggregation:
+  // runtime/server/edge.cc), weighted by their example counts, added as if each of its updates
+  // had been added here. Only a weighted mean can take one; the default refuses
+  // (FailedPrecondition) with why, nothing added.
+  virtual Status AddPartialSum(const ExactSum& sum) {
+    (void)sum;
+    return Status::FailedPrecondition("this strategy needs each client's update; an edge aggregator's partial sum "
+                                      "needs a weighted mean (fedavg, fedprox, fedavgm, fedadam, fedyogi, fedadagrad, demo)");
+  }
+  virtual uint64_t count() const = 0;  // updates added (a partial sum counts its updates)
   // The delta to apply to the global model, or nullopt to keep it (nothing was added).
   virtual StatusOr<std::optional<std::vector<float>>> Finish(std::span<const ClientFailure> failures) = 0;
 };

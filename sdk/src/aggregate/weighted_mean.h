@@ -16,6 +16,7 @@ class WeightedMean : public Accumulator {
  public:
   WeightedMean(size_t n, double scale) : sum_(n), scale_(scale) {}
   Status Add(const ClientUpdate& u) override { return sum_.Add(u.delta, u.num_examples); }
+  Status AddPartialSum(const ExactSum& sum) override { return sum_.Merge(sum); }
   uint64_t count() const override { return sum_.count(); }
   StatusOr<std::optional<std::vector<float>>> Finish(std::span<const ClientFailure>) override {
     if (sum_.count() == 0) return std::optional<std::vector<float>>();

@@ -49,6 +49,9 @@ Status Client::Impl::HandleWelcome(const protocol::Header& h, protocol::WelcomeI
     secagg_ = std::make_unique<privacy::secagg::Client>(w->client_id, identity.sign_secret);
     secagg_round_ = 0;
   }
+  if (hooks_.partial_sum && w->privacy.secagg)
+    return Status::FailedPrecondition("the parent aggregator runs secure aggregation, which sums masked client "
+                                      "updates; an edge aggregator's partial sum cannot join it (docs/DEPLOY.md, tiers)");
   session_ = h.session;
   client_id_ = w->client_id;
   welcome_ = std::move(*w);
@@ -101,6 +104,13 @@ Status Client::Impl::HandleRoundTask(const protocol::Header& h, const protocol::
   const std::string& want = t.model_hash;
 
   // Bring the replica to the round's model.
+  ReceivedModel received{.round = round,
+                         .delta = t.encoding == protocol::PayloadEncoding::Codec,
+                         .unchanged = t.encoding == protocol::PayloadEncoding::Unchanged,
+                         .payload = {},
+                         .base_hash = t.base_hash,
+                         .delta_round = t.delta_round,
+                         .model_hash = want};
   switch (t.encoding) {
     case protocol::PayloadEncoding::DenseF32: {
       auto global = protocol::DecodeDenseF32(bytes, n);
@@ -120,6 +130,7 @@ Status Client::Impl::HandleRoundTask(const protocol::Header& h, const protocol::
       if (!decoded.ok()) return RequestResync(round, "global delta does not decode: " + decoded.message());
       for (size_t i = 0; i < n; ++i) delta[i] += (*replica_)[i];  // the next replica, as base + delta
       SetReplica(std::move(delta));
+      if (hooks_.on_model) received.payload = std::move(bytes);
       break;
     }
     case protocol::PayloadEncoding::Unchanged:
@@ -135,6 +146,7 @@ Status Client::Impl::HandleRoundTask(const protocol::Header& h, const protocol::
     return Status::Ok();
   }
   const RoundConfig* config = &*t.config;
+  if (hooks_.on_model) hooks_.on_model(std::move(received));
   ClientEvent e(ClientEvent::Kind::kRoundStarted);
   e.round = round;
   Emit(e);

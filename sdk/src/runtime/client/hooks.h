@@ -3,9 +3,12 @@
 // gets the defaults through shoal/client.h.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +32,18 @@ class ReplicaCache {
   std::map<std::string, std::weak_ptr<const std::vector<float>>> by_hash_;
 };
 
+// A task's model as it came from the aggregator, once the replica is in place and its hash
+// checked: what an edge aggregator relays to its own clients (runtime/server/edge.h).
+struct ReceivedModel {
+  uint64_t round = 0;
+  bool delta = false;             // the download codec's delta (else the full model, or unchanged)
+  bool unchanged = false;         // no payload: the replica already was the model
+  std::vector<uint8_t> payload;   // delta only: the codec payload, as received
+  std::string base_hash;          // delta only: the model it applies to
+  uint64_t delta_round = 0;       // delta only: the round whose aggregate it is
+  std::string model_hash;         // the model now held
+};
+
 struct ClientHooks {
   // Talk over this channel instead of connecting to options.connect with ZeroMQ (the
   // options' keys must then be empty). Default: ZeroMQ.
@@ -38,6 +53,13 @@ struct ClientHooks {
   bool train_inline = false;
   // Share replicas through this cache (it must outlive the client). Default: the client's own.
   std::shared_ptr<ReplicaCache> replicas;
+  // An edge aggregator's link to its parent (runtime/server/edge.h); both optional.
+  // on_model: on the loop thread after each task's model is in place, before training starts.
+  std::function<void(ReceivedModel)> on_model;
+  // partial_sum: when training ends, bytes to send instead of the codec's encoding of the
+  // trainer's delta, as an Update of encoding PartialSum weighted by the TrainResult's
+  // num_examples; nullopt sends nothing (the round failed; the trainer's status says why).
+  std::function<std::optional<std::vector<uint8_t>>(uint64_t round)> partial_sum;
 };
 
 class ClientFactory {

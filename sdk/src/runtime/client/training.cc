@@ -87,6 +87,18 @@ Status Client::Impl::FinishTraining() {
     spdlog::error("round {}: local training failed: {}", round, train_status_.ToString());
     return Status::Ok();  // the aggregator times this client out for the round; keep serving
   }
+  if (hooks_.partial_sum) {  // an edge aggregator: its clients' exact partial sum, as it is
+    std::optional<std::vector<uint8_t>> bytes = hooks_.partial_sum(round);
+    if (!bytes) return Status::Ok();
+    runtime::Update u;
+    u.round = round;
+    u.num_examples = train_result_.num_examples;
+    u.report = protocol::UpdateReport::FromTrainer(train_result_.metrics);
+    SendUpdatePayload(u, *bytes, "partial sum", [&](const protocol::Header& h, const protocol::ChunkRef& chunk) {
+      return protocol::EncodeUpdate(h, u.num_examples, u.report, protocol::PayloadEncoding::PartialSum, chunk);
+    });
+    return Status::Ok();
+  }
   const size_t expected = LayoutSize(welcome_->task.layout);
   if (train_result_.delta.size() != expected)
     return Status::Internal("trainer returned a delta of " + std::to_string(train_result_.delta.size()) +

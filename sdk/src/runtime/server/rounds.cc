@@ -3,22 +3,32 @@
 namespace shoal::aggregator {
 
 bool Service::Impl::MaybeStartRound() {
-  if (clients_.size() < o_.min_clients) {
+  if (clients_.size() < o_.min_clients) {  // an edge's order waits too (its parent's deadline bounds it)
     if (!waiting_logged_) {
       spdlog::info("waiting for clients: {} of {} registered", clients_.size(), o_.min_clients);
       waiting_logged_ = true;
     }
     return false;
   }
-  const uint64_t number = last_completed_ + 1;
+  std::optional<EdgeOrder> order;  // an edge aggregator's rounds are its parent's
+  if (edge_ && !(order = edge_->TakeOrder())) return false;
+  if (order && edge_->Superseded(order->round)) return false;  // the parent has moved on since
+  const uint64_t number = order ? order->round : last_completed_ + 1;
+  if (order) {
+    if (Status adopted = AdoptParentModel(*order); !adopted.ok()) {
+      edge_->Fail(order->round, adopted.message());
+      return false;
+    }
+  }
   ResetRound(number);
   round_.open = true;
   round_.started = Clock::now();
-  round_.accumulator = strategy_->StartRound(round_.number, global_.span());
+  round_.accumulator = order ? std::make_unique<PartialSumAccumulator>(global_.size())
+                             : strategy_->StartRound(round_.number, global_.span());
   round_.deadline_ms = async_ ? o_.round_timeout_ms : deadline_.NextMs(o_.round_timeout_ms);
   round_.deadline = round_.started + std::chrono::milliseconds(round_.deadline_ms);
   round_.traffic_at_start = server_->traffic();
-  round_config_ = strategy_->Configure(number);
+  round_config_ = order ? order->config : strategy_->Configure(number);
   ClearTaskFrames();
   resyncs_ = 0;
   if (async_) {
@@ -136,7 +146,9 @@ Status Service::Impl::CloseRound() {
   for (auto& [id, f] : round_.failures) failures.push_back(f);
 
   bool updated = false;
-  if (results.size() >= o_.min_results) {
+  if (edge_) {
+    ReportToParent(results);  // the parent applies; this edge's model is the parent's
+  } else if (results.size() >= o_.min_results) {
     SHOAL_ASSIGN_OR_RETURN(auto delta, round_.accumulator->Finish(failures));
     if (delta) {
       // The download codec compresses the global delta. The aggregator applies the DECODED
@@ -255,6 +267,9 @@ Status Service::Impl::CloseRound() {
   };
   for (const StrategyMetric& m : r.strategy_metrics) line[m.name] = m.value;
   if (slow_codec_) line["updates_slow_codec"] = round_.slow_codec_updates;
+  uint64_t via_edges = 0;  // client updates inside edge aggregators' partial sums
+  for (const auto& rep : results) via_edges += rep.partial_updates;
+  if (via_edges) line["updates_via_edges"] = via_edges;
   for (const auto& [key, value] : secagg_line.items()) line[key] = value;
   if (model_->batch_kind() == nn::BatchKind::kTokens) line["test_bits_per_byte"] = nn::BitsPerByte(r.test_loss);
   // A model that predicts one class scores the majority class's share: say so, once, with

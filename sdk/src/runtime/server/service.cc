@@ -21,6 +21,7 @@ Status Service::Impl::Init(std::unique_ptr<transport::Listener> listener) {
   if (!(o_.test_fraction > 0.0 && o_.test_fraction < 1.0))
     return Status::InvalidArgument("--test-fraction must be in (0, 1)");
 
+  if (!o_.upstream.empty()) SHOAL_RETURN_IF_ERROR(StartEdge());  // the parent's task into o_
   SHOAL_ASSIGN_OR_RETURN(strategy_, MakeStrategy(o_.strategy));
   async_ = strategy_->asynchronous();
   if (async_ && (o_.secagg.enabled || o_.dp.enabled()))
@@ -153,6 +154,12 @@ Status Service::Impl::Init(std::unique_ptr<transport::Listener> listener) {
         required_stages_.push_back(st.name);
   }
 
+  if (edge_) {  // the parent's task, verbatim (its feature map, canonical specs)
+    if (edge_->task().layout != task_.layout)
+      return Status::InvalidArgument("the parent's model " + edge_->task().model + " has layout " +
+                                     LayoutToString(edge_->task().layout) + ", built here as " + LayoutToString(task_.layout));
+    task_ = edge_->task();
+  }
   // Checkpoint: resume, or refuse to overwrite a committed run.
   if (!o_.checkpoint_dir.empty()) {
     const std::string path = (fs::path(o_.checkpoint_dir) / kCheckpointFile).string();
@@ -312,6 +319,10 @@ Status Service::Impl::Run(const std::atomic<bool>& stop, std::atomic<bool>* relo
   if (o_.rounds && last_completed_ >= o_.rounds) return TellLateClientsTheRunIsOver(stop);
   while (!stop.load()) {
     if (reload && reload->exchange(false)) ReloadAllowList();
+    if (auto over = edge_ ? edge_->finished() : std::nullopt) {  // the parent's Bye, or a refusal for good
+      SendByeToAll(over->ok() ? edge_->bye_reason() : "this edge aggregator's parent refused it: " + over->message());
+      return *over;
+    }
     // Short polls while outboxes wait for room, so transfers flow without delay.
     const auto timeout = std::chrono::milliseconds(OutboxPending() ? 2 : 50);
     SHOAL_ASSIGN_OR_RETURN(auto in, server_->Recv(timeout));
@@ -331,7 +342,10 @@ Status Service::Impl::Run(const std::atomic<bool>& stop, std::atomic<bool>* relo
     if (round_.open && round_.secagg) AdvanceSecAgg();  // its stages end the round
     // Never into a full buffer: its model is about to be replaced.
     if (round_.open && async_ && dispatch_pending_ && !RoundResolved()) DispatchIdle();
-    const bool deadline = async_ ? round_.open && BufferDeadline() : !round_.secagg && Clock::now() >= round_.deadline;
+    // An edge's round also ends when its parent has moved on.
+    const bool deadline = async_ ? round_.open && BufferDeadline()
+                                 : !round_.secagg && (Clock::now() >= round_.deadline ||
+                                                      (edge_ && round_.open && edge_->Superseded(round_.number)));
     if (round_.open && (RoundResolved() || deadline)) {
       SHOAL_RETURN_IF_ERROR(CloseRound());
       if (o_.rounds && last_completed_ >= o_.rounds) {

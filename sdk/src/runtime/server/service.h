@@ -110,6 +110,14 @@ struct AggregatorOptions {
   std::string allow_keys;                  // client public keys admitted: a file (one Z85 key per line) or a directory
   bool insecure = false;                   // allow a non-loopback listener without transport security
   uint32_t recv_hwm = 8;                   // frames queued per client connection before ZeroMQ stops reading it
+  // Hierarchical aggregation (runtime/server/edge.h): the parent aggregator's endpoint. This
+  // aggregator then serves the parent's task to its own clients (its own task flags do not
+  // apply) and sends the parent their exact partial sum each round. Empty = a root.
+  std::string upstream;
+  std::string upstream_name;               // this edge's client name at the parent; Default: "edge-<pid>"
+  std::string upstream_key;                // this edge's PREFIX.key: CurveZMQ to the parent (with upstream_server_key)
+  std::string upstream_server_key;         // the parent's public key (Z85, or its PREFIX.pub)
+  uint32_t upstream_timeout_ms = 60000;    // at start, how long to wait for the parent's task
   std::string metrics_out;                 // JSON lines, one per round; empty = none
   std::string checkpoint_dir;              // checkpoint each completed round here; empty = none
   bool resume = false;                     // continue from checkpoint_dir's last completed round

@@ -21,6 +21,7 @@ struct ServiceFlags {
   double round_timeout_s = 60, heartbeat_s = 1, heartbeat_timeout_s = 10, deadline_min_s = 0.5;
   std::string dp_mode;  // "" = distributed with --secagg, else central
   double secagg_stage_timeout_s = 10;
+  double upstream_timeout_s = 60;
 };
 
 // Round and liveness rules, limits, outputs: everything of the service but its transport.
@@ -96,6 +97,20 @@ inline boost::program_options::options_description TaskOptions(AggregatorOptions
   return d;
 }
 
+// Hierarchical aggregation: this aggregator as an edge of a parent (runtime/server/edge.h).
+inline boost::program_options::options_description TierOptions(AggregatorOptions& o, ServiceFlags& f) {
+  namespace po = boost::program_options;
+  po::options_description d("Tiers (an edge aggregator: serves the parent's task to its own clients and sends the\n"
+                            "parent their exact partial sum each round; its own task flags do not apply)");
+  d.add_options()
+      ("upstream", po::value(&o.upstream), "the parent aggregator's endpoint, e.g. tcp://root:7070 (none: this is the root)")
+      ("upstream-name", po::value(&o.upstream_name), "this edge's client name at the parent (default edge-<pid>; keep it across restarts)")
+      ("upstream-key", po::value(&o.upstream_key), "this edge's key file (PREFIX.key) for CurveZMQ to the parent")
+      ("upstream-server-key", po::value(&o.upstream_server_key), "the parent's public key (Z85, or its PREFIX.pub)")
+      ("upstream-timeout", po::value(&f.upstream_timeout_s)->default_value(f.upstream_timeout_s), "seconds to wait at start for the parent's task");
+  return d;
+}
+
 // Differential privacy around the strategy (aggregate/wrappers/dp.h).
 inline boost::program_options::options_description PrivacyOptions(AggregatorOptions& o, ServiceFlags& f) {
   namespace po = boost::program_options;
@@ -151,6 +166,9 @@ inline Status ApplyServiceFlags(const ServiceFlags& f, AggregatorOptions& o) {
   o.dp.distributed = f.dp_mode.empty() ? o.secagg.enabled : f.dp_mode == "distributed";
   if (!(f.secagg_stage_timeout_s > 0)) return Status::InvalidArgument("--secagg-stage-timeout must be positive");
   o.secagg.stage_timeout_ms = millis(f.secagg_stage_timeout_s);
+  if (!(f.upstream_timeout_s > 0 && f.upstream_timeout_s < 86400))
+    return Status::InvalidArgument("--upstream-timeout must be in (0, 86400) seconds");
+  o.upstream_timeout_ms = millis(f.upstream_timeout_s);
   return Status::Ok();
 }
 

@@ -8,6 +8,7 @@
 //   ingest.cc        an update's chunks through the ingest stages into the accumulator
 //   secagg.cc        a secure-aggregation round's stages, from the keys to the unmasked sum
 //   recorder.cc      the round's report: metrics line, console table, checkpoint
+//   edge.cc          an edge aggregator's rounds: the parent's task, model and partial sum
 #pragma once
 
 #include "runtime/server/service.h"
@@ -43,6 +44,7 @@
 #include "protocol/messages.h"
 #include "privacy/secagg/protocol.h"
 #include "runtime/secure_sum.h"
+#include "runtime/server/edge.h"
 #include "runtime/update.h"
 #include "transport/zmq/zmq_channel.h"
 #include "transport/zmq/zap.h"
@@ -105,6 +107,7 @@ class Service::Impl {
     uint32_t client_id = 0;
     uint64_t num_examples = 0;
     protocol::UpdateReport report;
+    uint64_t partial_updates = 0;  // an edge aggregator's partial sum: the clients' updates in it
   };
 
   struct RoundState {
@@ -162,6 +165,10 @@ class Service::Impl {
   void HandleHello(const transport::Listener::Inbound& in, const protocol::Header& h, const protocol::Hello& hello);
   protocol::WelcomeInfo MakeWelcome(uint32_t id) const;
   void HandleUpdate(ClientState& c, const protocol::Header& h, protocol::UpdateChunk& u);
+  // An edge aggregator's assembled partial sum into the round's accumulator (ingest.cc); the
+  // refusal, or nullopt and *updates = the client updates it sums.
+  std::optional<runtime::UpdatePipeline::Failure> AddPartialSum(const runtime::Update& update, uint64_t* updates);
+  static uint64_t PartialSumMaxBytes(size_t n);
   void HandleResync(ClientState& c, const protocol::Header& h, const protocol::Resync& r);
   // Secure aggregation (secagg.cc): a stage message from a selected client; the round's
   // stages advanced when complete or past their deadline; the unmasked mean at the close.
@@ -217,6 +224,13 @@ class Service::Impl {
   // A fresh round `number`; an asynchronous strategy's uploads in flight carry over to it.
   void ResetRound(uint64_t number);
 
+  // An edge aggregator (edge.cc): joins the parent and takes its task into the options (Init,
+  // before anything is built from them); takes the parent's model for a round and the
+  // delta to relay; sends the round's partial sum up (or says why there is none).
+  Status StartEdge();
+  Status AdoptParentModel(EdgeOrder& order);
+  void ReportToParent(const std::vector<Reported>& results);
+
   // Asynchronous strategies (buffered.cc).
   // Gives the current round's task to idle clients that have not trained on this model yet,
   // until ceil(--fraction * registered) clients are training.
@@ -260,6 +274,7 @@ class Service::Impl {
   std::unique_ptr<transport::Listener> server_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Strategy> strategy_;
+  std::unique_ptr<EdgeLink> edge_;  // set for an edge aggregator (--upstream)
   std::unique_ptr<nn::Model> model_;
   std::unique_ptr<codec::Codec> up_codec_;    // decodes client updates
   std::unique_ptr<codec::Codec> down_codec_;  // encodes the global delta (error feedback here) and decodes it

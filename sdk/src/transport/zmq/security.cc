@@ -8,17 +8,17 @@ namespace shoal::transport {
 
 StatusOr<bool> CheckSecurityFlags(const SecurityFlags& f) {
   if (f.secret_key.empty() && !f.others.empty())
-    return Status::InvalidArgument(f.others_flag + " needs --secret-key (this " + f.role +
+    return Status::InvalidArgument(f.others_flag + " needs " + f.secret_key_flag + " (this " + f.role +
                                    "'s key file from shoal-keygen)");
   if (!f.secret_key.empty() && f.others.empty())
-    return Status::InvalidArgument("--secret-key needs " + f.others_flag + " (" + f.others_what + ")");
+    return Status::InvalidArgument(f.secret_key_flag + " needs " + f.others_flag + " (" + f.others_what + ")");
   if (!f.secret_key.empty()) {
-    if (f.insecure) return Status::InvalidArgument("--insecure contradicts --secret-key; give one or the other");
+    if (f.insecure) return Status::InvalidArgument("--insecure contradicts " + f.secret_key_flag + "; give one or the other");
     return true;
   }
   for (const auto& [flag, endpoint] : f.endpoints) {
     if (!IsLoopbackEndpoint(endpoint) && !f.insecure)
-      return Status::FailedPrecondition(flag + " " + endpoint + " is not a loopback address: give --secret-key and " +
+      return Status::FailedPrecondition(flag + " " + endpoint + " is not a loopback address: give " + f.secret_key_flag + " and " +
                                         f.others_flag + " (make keys with shoal-keygen), or pass --insecure to go "
                                         "without encryption or authentication");
   }
