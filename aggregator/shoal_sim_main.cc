@@ -39,6 +39,9 @@ int main(int argc, char** argv) {
       ("partition-scheme", po::value(&o.partition_scheme)->default_value(o.partition_scheme), "iid or dirichlet:ALPHA")
       ("min-part", po::value(&o.min_part)->default_value(o.min_part), "fewest examples in a part; more clients than parts share parts")
       ("threads", po::value(&o.threads)->default_value(o.threads), "threads driving the clients (0 = one per core)")
+      ("edges", po::value(&o.edges)->default_value(o.edges),
+       "edge aggregators between the clients and the root (client i joins edge i mod N; each selects --fraction of its "
+       "clients, the root every edge); 0 = the clients join the root")
       ("churn", po::value(&o.churn)->default_value(o.churn), "per round, share of the selected clients that die mid-round, [0, 1)")
       ("churn-restart", po::value(&o.churn_restart_ms)->default_value(o.churn_restart_ms), "milliseconds until a dead client reconnects")
       ("latency-ms", po::value(&o.latency_ms)->default_value(o.latency_ms), "median one-way link latency")
@@ -78,9 +81,10 @@ int main(int argc, char** argv) {
   const auto& r = *report;
   std::printf("shoal-sim: %u clients (%u data parts), %llu rounds in %.2f s (%.3f s per round; setup and registration "
               "%.2f s), final accuracy %.4f, %u attackers, %llu churn deaths, %llu frames lost, at most %zu model "
-              "versions held, peak RSS %.1f MiB\n",
+              "versions held, peak RSS %.1f MiB; root per round (after the first): %.4f CPU s, %.0f bytes in, %u edges\n",
               o.clients, r.parts, static_cast<unsigned long long>(r.rounds), r.seconds, r.round_seconds, r.setup_seconds,
               r.final_accuracy, r.attackers, static_cast<unsigned long long>(r.deaths), static_cast<unsigned long long>(r.frames_lost),
-              r.live_replicas_peak, static_cast<double>(r.peak_rss_bytes) / (1 << 20));
+              r.live_replicas_peak, static_cast<double>(r.peak_rss_bytes) / (1 << 20), r.root_cpu_seconds, r.root_bytes_in,
+              o.edges);
   return 0;
 }

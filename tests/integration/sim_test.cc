@@ -79,6 +79,32 @@ TEST(Sim, ChurnedClientsAreDroppedAndComeBack) {
   EXPECT_NE(r.stdout_text.find("churn deaths"), std::string::npos);
 }
 
+// Two tiers in one process (--edges): with every client in every round, 7 edge aggregators
+// give the flat federation's model after every round; with a tenth of the clients sampled by
+// each of 10 edges, the root takes one partial sum per edge.
+TEST(Sim, EdgeAggregatorsGiveTheFlatModelAndTheRootOneSumPerEdge) {
+  SimRun flat = RunSim("sim-flat", {"--clients", "300", "--fraction", "1", "--rounds", "3"});
+  SimRun tree = RunSim("sim-tree", {"--clients", "300", "--fraction", "1", "--rounds", "3", "--edges", "7"});
+  ASSERT_EQ(flat.exit_code, 0) << flat.stderr_text;
+  ASSERT_EQ(tree.exit_code, 0) << tree.stderr_text;
+  ASSERT_EQ(flat.rounds.size(), 3u);
+  ASSERT_EQ(tree.rounds.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(tree.rounds[i]["model_hash"], flat.rounds[i]["model_hash"]) << i;
+    EXPECT_EQ(tree.rounds[i]["clients_reported"], 7) << i;
+    EXPECT_EQ(tree.rounds[i]["updates_via_edges"], 300) << i;
+  }
+  SimRun sampled = RunSim("sim-tree-sampled", {"--edges", "10"});
+  ASSERT_EQ(sampled.exit_code, 0) << sampled.stderr_text;
+  ASSERT_EQ(sampled.rounds.size(), 5u);
+  for (const auto& line : sampled.rounds) {
+    EXPECT_EQ(line["clients_reported"], 10) << line.dump();
+    EXPECT_EQ(line["updates_via_edges"], 100) << line.dump();  // ceil(0.1 x 100) at each edge
+  }
+  EXPECT_GT(sampled.rounds.back()["test_accuracy"].get<double>(), 0.5);
+  EXPECT_NE(sampled.stdout_text.find("10 edges"), std::string::npos) << sampled.stdout_text;
+}
+
 TEST(Sim, RefusesWhatItCannotSimulate) {
   SimRun demo = RunSim("sim-demo", {"--client-optimizer", "demo", "--strategy", "demo", "--rounds", "1"});
   EXPECT_EQ(demo.exit_code, 2);

@@ -17,24 +17,30 @@ Status Service::Impl::StartEdge() {
   if (o_.rounds) return Status::InvalidArgument("--rounds with --upstream: the parent decides the rounds");
   ClientOptions co;
   co.connect = o_.upstream;
-  co.name = o_.upstream_name.empty() ? "edge-" + std::to_string(::getpid()) : o_.upstream_name;
+  if (o_.upstream_name.empty()) o_.upstream_name = "edge-" + std::to_string(::getpid());
+  co.name = o_.upstream_name;
   co.secret_key_file = o_.upstream_key;
   co.server_key = o_.upstream_server_key;
   co.insecure = o_.insecure;
   // The link's security rules, named by this program's flags (keys both or neither; a plain
-  // link only to loopback, or with --insecure).
-  SHOAL_RETURN_IF_ERROR(transport::CheckSecurityFlags({.role = "edge aggregator",
-                                                       .secret_key = co.secret_key_file,
-                                                       .others_flag = "--upstream-server-key",
-                                                       .others = co.server_key,
-                                                       .others_what = "the parent's public key or .pub file",
-                                                       .insecure = co.insecure,
-                                                       .endpoints = {{"--upstream", co.connect}},
-                                                       .secret_key_flag = "--upstream-key"})
-                            .status());
-  SHOAL_RETURN_IF_ERROR(ValidateClientOptions(co));
+  // link only to loopback, or with --insecure); an in-process link has no transport security.
+  if (o_.upstream_channel) {
+    if (!co.secret_key_file.empty() || !co.server_key.empty())
+      return Status::InvalidArgument("--upstream-key/--upstream-server-key need a ZeroMQ link, not " + co.connect);
+  } else {
+    SHOAL_RETURN_IF_ERROR(transport::CheckSecurityFlags({.role = "edge aggregator",
+                                                         .secret_key = co.secret_key_file,
+                                                         .others_flag = "--upstream-server-key",
+                                                         .others = co.server_key,
+                                                         .others_what = "the parent's public key or .pub file",
+                                                         .insecure = co.insecure,
+                                                         .endpoints = {{"--upstream", co.connect}},
+                                                         .secret_key_flag = "--upstream-key"})
+                              .status());
+    SHOAL_RETURN_IF_ERROR(ValidateClientOptions(co));
+  }
   spdlog::info("edge: joining the parent aggregator {} as {}", co.connect, co.name);
-  SHOAL_ASSIGN_OR_RETURN(edge_, EdgeLink::Start(co, o_.upstream_timeout_ms));
+  SHOAL_ASSIGN_OR_RETURN(edge_, EdgeLink::Start(co, o_.upstream_timeout_ms, o_.upstream_channel));
 
   // The parent's task becomes this aggregator's (Init builds the model, codecs and ingest
   // from the options; it then serves the parent's TaskConfig itself, verbatim).

@@ -21,6 +21,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -58,7 +59,9 @@ class EdgeLink {
   // Starts the link (options: the parent's endpoint, this edge's name there, its keys) and
   // waits up to `task_timeout_ms` for the parent's task: Unavailable with what to check
   // when none comes, or the client's error when the parent refuses the edge.
-  static StatusOr<std::unique_ptr<EdgeLink>> Start(ClientOptions options, uint32_t task_timeout_ms);
+  // `channel`, when set, makes the channel of each connection attempt (ClientHooks::channel).
+  static StatusOr<std::unique_ptr<EdgeLink>> Start(ClientOptions options, uint32_t task_timeout_ms,
+                                                   std::function<std::unique_ptr<transport::Channel>()> channel = {});
   ~EdgeLink();
   EdgeLink(const EdgeLink&) = delete;
   EdgeLink& operator=(const EdgeLink&) = delete;
@@ -81,7 +84,7 @@ class EdgeLink {
  private:
   class Trainer;
   EdgeLink() = default;
-  void Loop(ClientOptions options);
+  void Loop(ClientOptions options, std::function<std::unique_ptr<transport::Channel>()> channel);
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

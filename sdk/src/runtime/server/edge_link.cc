@@ -68,7 +68,8 @@ class EdgeLink::Trainer final : public shoal::Trainer {
   EdgeLink* link_;
 };
 
-StatusOr<std::unique_ptr<EdgeLink>> EdgeLink::Start(ClientOptions options, uint32_t task_timeout_ms) {
+StatusOr<std::unique_ptr<EdgeLink>> EdgeLink::Start(ClientOptions options, uint32_t task_timeout_ms,
+                                                    std::function<std::unique_ptr<transport::Channel>()> channel) {
   std::unique_ptr<EdgeLink> link(new EdgeLink());
   const std::string parent = options.connect;
   // A lost parent is retried by the client for a while, then by a fresh client (Loop).
@@ -93,7 +94,7 @@ StatusOr<std::unique_ptr<EdgeLink>> EdgeLink::Start(ClientOptions options, uint3
         break;
     }
   };
-  link->thread_ = std::thread([l, options] { l->Loop(options); });
+  link->thread_ = std::thread([l, options, channel] { l->Loop(options, channel); });
   std::unique_lock<std::mutex> lock(link->mu_);
   link->cv_.wait_for(lock, milliseconds(task_timeout_ms), [l] { return l->have_task_ || l->finished_.has_value(); });
   if (link->have_task_) return link;
@@ -104,9 +105,10 @@ StatusOr<std::unique_ptr<EdgeLink>> EdgeLink::Start(ClientOptions options, uint3
                              " s: check --upstream, that it runs, and --upstream-server-key/--upstream-key");
 }
 
-void EdgeLink::Loop(ClientOptions options) {
+void EdgeLink::Loop(ClientOptions options, std::function<std::unique_ptr<transport::Channel>()> channel) {
   while (!stop_.load()) {
     ClientHooks hooks;
+    if (channel) hooks.channel = channel();
     hooks.on_model = [this](ReceivedModel m) {
       std::lock_guard<std::mutex> lock(mu_);
       received_ = std::move(m);

@@ -29,8 +29,13 @@ void Service::Impl::PrintTableRow(const RoundReport& r) {
   if (r.round == 1 || r.round % 20 == 1 || !table_header_printed_)
     std::printf("%6s %9s %9s %12s %12s %9s %5s\n", "round", "accuracy", "loss", "bytes_up", "bytes_down", "ms", "ok");
   table_header_printed_ = true;
-  std::printf("%6llu %9.4f %9.4f %12llu %12llu %9.1f %2zu/%zu\n", static_cast<unsigned long long>(r.round),
-              r.test_accuracy, r.test_loss, static_cast<unsigned long long>(r.bytes_up),
+  char accuracy[32] = "-", loss[32] = "-";  // an edge does not evaluate (its root does)
+  if (!edge_) {
+    std::snprintf(accuracy, sizeof accuracy, "%.4f", r.test_accuracy);
+    std::snprintf(loss, sizeof loss, "%.4f", r.test_loss);
+  }
+  std::printf("%6llu %9s %9s %12llu %12llu %9.1f %2zu/%zu\n", static_cast<unsigned long long>(r.round), accuracy, loss,
+              static_cast<unsigned long long>(r.bytes_up),
               static_cast<unsigned long long>(r.bytes_down), r.seconds * 1000.0, r.clients_reported, r.clients_selected);
   std::fflush(stdout);
 }

@@ -57,7 +57,9 @@ bool Service::Impl::MaybeStartRound() {
   } else {
     k = static_cast<size_t>(std::ceil(o_.fraction * static_cast<double>(n)));
     k = std::min(n, std::max<size_t>(k, 1));
-    Rng rng(o_.seed, number);
+    // An edge mixes its name in: edges with the same seed would otherwise pick the same
+    // places in their lists, the same share of clients in the same data order.
+    Rng rng(edge_ ? o_.seed ^ codec::NameSeed(o_.upstream_name) : o_.seed, number);
     rng.Shuffle(std::span<const ClientState*>(eligible));
   }
 
@@ -178,7 +180,9 @@ Status Service::Impl::CloseRound() {
                  o_.min_results);
   }
   global_hash_ = crypto::ModelHash(global_.span());
-  EvalResult eval = nn::Evaluate(*model_, global_.span(), test_);
+  // The root evaluates the model; an edge holds the root's model and leaves that to it (its
+  // metrics line has no test_ fields).
+  const EvalResult eval = edge_ ? EvalResult{} : nn::Evaluate(*model_, global_.span(), test_);
   last_completed_ = round_.number;
   const double seconds = std::chrono::duration<double>(Clock::now() - round_.started).count();
   const transport::Traffic& t = server_->traffic();
@@ -271,10 +275,14 @@ Status Service::Impl::CloseRound() {
   for (const auto& rep : results) via_edges += rep.partial_updates;
   if (via_edges) line["updates_via_edges"] = via_edges;
   for (const auto& [key, value] : secagg_line.items()) line[key] = value;
-  if (model_->batch_kind() == nn::BatchKind::kTokens) line["test_bits_per_byte"] = nn::BitsPerByte(r.test_loss);
+  if (model_->batch_kind() == nn::BatchKind::kTokens && !edge_) line["test_bits_per_byte"] = nn::BitsPerByte(r.test_loss);
   // A model that predicts one class scores the majority class's share: say so, once, with
   // the usual causes (from round 5: the first rounds may sit there briefly).
-  if (majority_class_rate_ > 0) {
+  if (edge_) {
+    line.erase("test_loss");
+    line.erase("test_accuracy");
+  }
+  if (majority_class_rate_ > 0 && !edge_) {
     line["majority_class_rate"] = majority_class_rate_;
     if (!majority_warned_ && r.round >= 5 && r.test_accuracy <= majority_class_rate_ + 0.005) {
       majority_warned_ = true;

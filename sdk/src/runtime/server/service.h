@@ -118,6 +118,9 @@ struct AggregatorOptions {
   std::string upstream_key;                // this edge's PREFIX.key: CurveZMQ to the parent (with upstream_server_key)
   std::string upstream_server_key;         // the parent's public key (Z85, or its PREFIX.pub)
   uint32_t upstream_timeout_ms = 60000;    // at start, how long to wait for the parent's task
+  // Talk to the parent over channels made by this (shoal-sim's in-process network: one per
+  // connection attempt) instead of ZeroMQ to `upstream`; the upstream keys must then be empty.
+  std::function<std::unique_ptr<transport::Channel>()> upstream_channel;
   std::string metrics_out;                 // JSON lines, one per round; empty = none
   std::string checkpoint_dir;              // checkpoint each completed round here; empty = none
   bool resume = false;                     // continue from checkpoint_dir's last completed round

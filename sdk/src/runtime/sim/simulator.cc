@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include <time.h>
+
 #include "core/rng.h"
 #include "nn/builtin_trainer.h"
 #include "runtime/client/hooks.h"
@@ -28,6 +30,15 @@ constexpr const char* kListenName = "aggregator";
 // partition and shuffle streams every process derives from the same seed.
 constexpr uint64_t kLinkSeedTag = 0x73696d2d6c696e6bULL;   // "sim-link"
 constexpr uint64_t kChurnSeedTag = 0x73696d2d63687572ULL;  // "sim-chur"
+
+// CPU seconds this thread has used.
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+std::string EdgeName(uint32_t k) { return "edge-" + std::to_string(k); }
 
 uint64_t PeakRssBytes() {
   std::ifstream f("/proc/self/status");
@@ -91,6 +102,7 @@ struct Slot {
   uint32_t index = 0;
   std::string name;
   uint32_t part = 0;
+  std::string target;  // the aggregator it joins: the root, or its edge
   transport::inproc::LinkProfile up, down;
   std::unique_ptr<Client> client;
   std::atomic<bool> die{false};        // churn chose it this round (set from its own event callback)
@@ -112,10 +124,18 @@ class Simulator::Impl {
  private:
   void MakeClient(Slot& s);
   void Drive(uint32_t thread, const std::atomic<bool>& stop);
+  // The edge aggregators, each joining the running root and then serving on its own thread.
+  Status StartEdges();
+  void StopEdges();
 
   SimOptions o_;
   std::shared_ptr<transport::inproc::Network> net_;
-  std::unique_ptr<aggregator::Service> service_;
+  std::unique_ptr<aggregator::Service> service_;  // the root
+  aggregator::AggregatorOptions edge_options_;    // with --edges: each edge's, but its name and clients
+  std::vector<std::unique_ptr<aggregator::Service>> edges_;
+  std::vector<std::thread> edge_threads_;
+  std::atomic<uint32_t> edges_running_{0};
+  std::atomic<bool> edges_stop_{false};
   std::shared_ptr<ReplicaCache> replicas_ = std::make_shared<ReplicaCache>();
   BuiltinTrainerOptions trainer_options_;
   std::vector<std::shared_ptr<const data::Dataset>> parts_;
@@ -134,6 +154,7 @@ class Simulator::Impl {
   std::optional<Clock::time_point> first_round_start_, last_round_end_;
   double round_seconds_sum_ = 0.0;
   uint64_t rounds_ = 0;
+  double root_cpu_last_ = 0.0, root_cpu_sum_ = 0.0, root_bytes_sum_ = 0.0;
   double final_accuracy_ = 0.0;
 };
 
@@ -151,6 +172,7 @@ Status Simulator::Impl::Init() {
     return Status::InvalidArgument(
         "shoal-sim does not run --client-optimizer demo: DeMo's momentum lives in the client between rounds, which "
         "virtual clients do not keep");
+  if (o_.edges > o_.clients) return Status::InvalidArgument("--edges must be at most --clients");
   if (o_.threads == 0) o_.threads = std::max(1u, std::thread::hardware_concurrency());
   o_.threads = std::min(o_.threads, o_.clients);
 
@@ -188,8 +210,25 @@ Status Simulator::Impl::Init() {
   net_ = transport::inproc::Network::Create(o_.server.seed);
   o_.server.listen = std::string("inproc-sim://") + kListenName;
   o_.server.max_clients = std::max(o_.server.max_clients, o_.clients);
+  if (o_.edges) {  // the root takes every edge each round; each edge selects among its clients
+    edge_options_ = o_.server;
+    edge_options_.rounds = 0;
+    edge_options_.metrics_out.clear();
+    edge_options_.checkpoint_dir.clear();
+    edge_options_.print_table = false;
+    edge_options_.upstream = o_.server.listen;
+    edge_options_.upstream_channel = [net = net_] { return net->Connect(kListenName, {}, {}); };
+    o_.server.min_clients = o_.edges;
+    o_.server.fraction = 1.0;
+  }
   o_.server.on_round = [this](const aggregator::RoundReport& r) {
     const auto now = Clock::now();
+    const double cpu = ThreadCpuSeconds();  // on the root's service thread
+    if (rounds_ > 0) {
+      root_cpu_sum_ += cpu - root_cpu_last_;
+      root_bytes_sum_ += static_cast<double>(r.bytes_up);
+    }
+    root_cpu_last_ = cpu;
     if (!first_round_start_)
       first_round_start_ = now - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(r.seconds));
     last_round_end_ = now;
@@ -206,6 +245,7 @@ Status Simulator::Impl::Init() {
     s->index = i;
     s->name = "sim-" + std::to_string(i);
     s->part = i % num_parts;
+    s->target = o_.edges ? EdgeName(i % o_.edges) : kListenName;
     Rng rng(o_.server.seed ^ kLinkSeedTag, i);
     const auto latency = std::chrono::microseconds(std::llround(LogNormal(rng, o_.latency_ms, o_.latency_spread) * 1000));
     s->up.latency = s->down.latency = latency;
@@ -224,7 +264,7 @@ Status Simulator::Impl::Init() {
 void Simulator::Impl::MakeClient(Slot& s) {
   ClientOptions co;
   co.name = s.name;
-  co.connect = std::string("inproc-sim://") + kListenName;
+  co.connect = "inproc-sim://" + s.target;
   // Thousands of clients register through one service thread: give them time.
   co.connect_timeout_ms = 600000;
   const double churn = o_.churn;
@@ -236,7 +276,7 @@ void Simulator::Impl::MakeClient(Slot& s) {
     if (rng.UniformDouble() < churn) slot->die = true;
   };
   ClientHooks hooks;
-  hooks.channel = net_->Connect(kListenName, s.up, s.down);
+  hooks.channel = net_->Connect(s.target, s.up, s.down);
   hooks.train_inline = true;
   hooks.replicas = replicas_;
   Attack* attack = attack_ && attack_->attacker(s.index) ? attack_.get() : nullptr;
@@ -283,10 +323,47 @@ void Simulator::Impl::Drive(uint32_t thread, const std::atomic<bool>& stop) {
   }
 }
 
+Status Simulator::Impl::StartEdges() {
+  for (uint32_t k = 0; k < o_.edges; ++k) {
+    aggregator::AggregatorOptions eo = edge_options_;
+    eo.upstream_name = EdgeName(k);
+    eo.min_clients = std::max(1u, std::min(edge_options_.min_clients, (o_.clients - k + o_.edges - 1) / o_.edges));
+    eo.max_clients = o_.clients;
+    SHOAL_ASSIGN_OR_RETURN(auto listener, net_->Listen(EdgeName(k)));
+    SHOAL_ASSIGN_OR_RETURN(auto edge, aggregator::Service::Create(eo, std::move(listener)));  // joins the root
+    edges_.push_back(std::move(edge));
+    ++edges_running_;
+    edge_threads_.emplace_back([this, e = edges_.back().get()] {
+      Status st = e->Run(edges_stop_);
+      if (!st.ok()) spdlog::warn("an edge aggregator stopped: {}", st.message());
+      --edges_running_;
+    });
+  }
+  spdlog::info("shoal-sim: {} edge aggregators joined the root", o_.edges);
+  return Status::Ok();
+}
+
+// After the root: each edge relays its Bye to its clients and returns (5 s at most).
+void Simulator::Impl::StopEdges() {
+  const auto until = Clock::now() + std::chrono::seconds(5);
+  while (edges_running_.load() > 0 && Clock::now() < until) std::this_thread::sleep_for(milliseconds(10));
+  edges_stop_ = true;
+  for (auto& t : edge_threads_) t.join();
+}
+
 StatusOr<SimReport> Simulator::Impl::Run(const std::atomic<bool>& stop) {
+  Status served;
+  std::thread root([this, &served] { served = service_->Run(service_stop_); });
+  if (Status started = StartEdges(); !started.ok()) {
+    service_stop_ = true;
+    root.join();
+    StopEdges();
+    return started.WithContext("starting the edge aggregators");
+  }
   std::vector<std::thread> drivers;
   for (uint32_t t = 0; t < o_.threads; ++t) drivers.emplace_back([this, t, &stop] { Drive(t, stop); });
-  Status served = service_->Run(service_stop_);
+  root.join();
+  StopEdges();
   service_done_ = true;
   for (auto& d : drivers) d.join();
   SimReport r;
@@ -303,7 +380,12 @@ StatusOr<SimReport> Simulator::Impl::Run(const std::atomic<bool>& stop) {
   r.frames_lost = net_->stats().frames_lost;
   r.live_replicas_peak = live_replicas_peak_.load();
   r.peak_rss_bytes = PeakRssBytes();
-  slots_.clear();  // clients close their channels before the service goes
+  if (rounds_ > 1) {
+    r.root_cpu_seconds = root_cpu_sum_ / static_cast<double>(rounds_ - 1);
+    r.root_bytes_in = root_bytes_sum_ / static_cast<double>(rounds_ - 1);
+  }
+  slots_.clear();  // clients close their channels before the services go
+  edges_.clear();
   SHOAL_RETURN_IF_ERROR(served);
   if (failed_.load() == o_.clients)
     return Status::Unavailable("every client stopped with an error; the first: " + first_error_.message());

@@ -1,7 +1,8 @@
 // The simulator behind shoal-sim: one aggregator Service and N virtual clients in one process,
 // running the real Service and Client code and the real wire format over the in-process
 // network (transport/inproc), so that a federation of thousands of clients, with link
-// latencies, bandwidths, stragglers and churn, runs on one machine.
+// latencies, bandwidths, stragglers and churn, runs on one machine; with `edges`, the same
+// federation in two tiers (edge aggregators between the clients and the root).
 //
 // How N clients fit in one process:
 //   - Clients are driven by a few threads (`threads`, default: the machine's cores), each
@@ -52,6 +53,10 @@ struct SimOptions {
   double stragglers = 0.0;               // share of clients that are stragglers, [0, 1]
   double straggler_ms = 0.0;             // how much later a straggler's frames arrive
   AttackOptions attack;                  // Byzantine clients (none by default)
+  // Hierarchical aggregation: this many edge aggregators (runtime/server/edge.h) between the
+  // clients and the root, client i joining edge i mod `edges`; each edge selects --fraction of
+  // its clients and the root takes every edge each round. 0 = the clients join the root.
+  uint32_t edges = 0;
 };
 
 // What a finished simulation reports (the per-round figures are in the server's metrics).
@@ -67,6 +72,10 @@ struct SimReport {
   uint64_t frames_lost = 0;          // dropped by link loss
   size_t live_replicas_peak = 0;     // most model versions held at once by all clients together
   uint64_t peak_rss_bytes = 0;       // the process's high-water mark (VmHWM)
+  // The root aggregator's load per round, mean over the rounds after the first (which also
+  // registers everyone): CPU seconds of its service thread, and bytes it received.
+  double root_cpu_seconds = 0.0;
+  double root_bytes_in = 0.0;
 };
 
 class Simulator {
