@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The one prepared run for a machine with a GPU (the device tool): the GPU tests (ctest label
 # gpu: every backend op against the CPU reference, codec kernels against the host stages, a
-# mixed CUDA/CPU federated run), the backend benchmark, the GPT's step on the GPU (a
-# 113M-parameter configuration in fp32 and bf16: tokens/s, model FLOP/s) and PyTorch's time
-# for the same steps on the same GPU. Outputs go to $OUT (or build/).
+# mixed CUDA/CPU federated run, the NCCL group and a client on every GPU), the backend
+# benchmark, the GPT's step on the GPU (a 113M-parameter configuration in fp32 and bf16:
+# tokens/s, model FLOP/s) and PyTorch's time for the same steps on the same GPU, then the
+# data-parallel scaling over the machine's GPUs against PyTorch DDP's. Outputs go to $OUT (or
+# build/).
 #
 #   bench/gpu_check.sh                 configure and build here with the CUDA backend required
 #                                      (needs the CUDA toolkit and what scripts/setup installs)
@@ -18,7 +20,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$PWD"
-targets=(shoal_cuda_tests backend_bench train_step_bench shoal-aggregator shoal-client)
+targets=(shoal_cuda_tests backend_bench train_step_bench dp_scaling shoal-aggregator shoal-client)
 mode="${1:-build}"
 build_here() {
   if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
@@ -38,7 +40,10 @@ case "$mode" in
     for t in "${targets[@]}"; do ldd build/bin/"$t"; done | awk '/=>/ {print $3}' | sort -u |
       grep -v -E '/(libc|libm|libpthread|libdl|librt|libresolv|libstdc\+\+|libgcc_s)\.so|/usr/local/cuda' |
       while read -r lib; do cp -L "$lib" "$stage/deps/"; done
-    cp "${SHOAL_DATA_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/shoal}/digits.csv.gz" "$stage/data/"
+    # NCCL, which the module links (the GPU machine's toolkit may lack it).
+    ldd build/lib/libshoal-cuda.so | awk '/libnccl/ {print $3}' | while read -r lib; do cp -L "$lib" "$stage/deps/"; done
+    data_dir="${SHOAL_DATA_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/shoal}"
+    cp "$data_dir/digits.csv.gz" "$data_dir/kjv.txt" "$stage/data/"
     tar -C "$stage" -czf "$dir/pack.tar.gz" .
     rm -rf "$stage"
     echo "gpu_check: packed $(du -h "$dir/pack.tar.gz" | cut -f1) into $dir/pack.tar.gz"
@@ -94,4 +99,13 @@ OPENBLAS_NUM_THREADS=1 timeout 120 "$bin/backend_bench" 2>&1 | tee "$out/backend
 SHOAL_BENCH_DEVICE=cuda timeout 180 "$bin/train_step_bench" --benchmark_filter=TrainStepGpu --benchmark_min_time=2 2>&1 | tee "$out/gpt_gpu_bench.txt"
 # PyTorch's time for the same GPT steps on the same GPU (where python3 has torch with CUDA).
 timeout 90 python3 bench/torch_train_step.py --device cuda 2>&1 | tee "$out/torch_gpu_bench.txt"
+# Data-parallel scaling over this machine's GPUs (issue 19): the 113M GPT in bf16, 8 windows of
+# 1,024 tokens per rank per step, on 1, 2, 4, ... GPUs (NCCL), then PyTorch DDP on the same.
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+ranks=1
+for ((r = 2; r <= ${gpus:-1}; r *= 2)); do ranks="$ranks,$r"; done
+timeout 240 "$bin/dp_scaling" --device cuda --ranks "$ranks" --model gpt:layers=16,dim=768,heads=12,ctx=1024 \
+  --dataset kjv --batch 8 --steps 10 --precision bf16 2>&1 | tee "$out/dp_scaling.txt"
+timeout 240 python3 bench/torch_ddp_scaling.py --device cuda --ranks "$ranks" --layers 16 --dim 768 --heads 12 \
+  --ctx 1024 --batch 8 --steps 10 --bf16 2>&1 | tee "$out/torch_ddp_scaling.txt"
 exit "$tests"

@@ -84,6 +84,7 @@ int main(int argc, char** argv) {
   std::string config_file, log_level, partition = "0/1", max_frame = "64M";
   std::string log_format = "text";
   uint64_t seed = 0;
+  uint32_t gpus = 0;
   double connect_timeout_s = 30, reconnect_timeout_s = 120;
   bool no_progress = false;
 
@@ -109,6 +110,8 @@ int main(int argc, char** argv) {
       ("seed", po::value(&seed), "must equal the aggregator's --seed if given (the split derives from it)")
       ("device", po::value(&to.device)->default_value(to.device), "auto, cpu or cuda[:N]")
       ("precision", po::value(&to.precision)->default_value(to.precision), "GEMM precision: fp32, tf32, bf16 or fp16 (fp32 master weights; fp16 with dynamic loss scaling)")
+      ("gpus", po::value(&gpus), "train data-parallel on N GPUs (cuda:0..N-1, or from --device cuda:K on; NCCL all-reduces the gradients); one update a round")
+      ("ranks", po::value(&to.ranks)->default_value(to.ranks), "data-parallel ranks on --device: threads on the cpu, one GPU each on cuda")
       ("connect-timeout", po::value(&connect_timeout_s)->default_value(connect_timeout_s), "seconds to wait for the aggregator to answer")
       ("reconnect-timeout", po::value(&reconnect_timeout_s)->default_value(reconnect_timeout_s), "seconds to keep retrying after losing it")
       ("max-frame", po::value(&max_frame)->default_value(max_frame), "largest frame accepted (bytes, or K/M/G)")
@@ -124,6 +127,13 @@ int main(int argc, char** argv) {
   to.partition_index = part->index;
   to.partition_count = part->count;
   if (vm.count("seed")) to.seed = seed;
+  if (vm.count("gpus")) {  // --gpus N: N ranks, one GPU each
+    if (!vm["ranks"].defaulted() || gpus == 0 || to.device == "cpu")
+      return shoal::cli::Fail(kProgram, "--gpus N (N >= 1) takes GPUs: not with --ranks or --device cpu", 2);
+    to.ranks = gpus;
+    if (to.device == "auto") to.device = "cuda";
+  }
+  if (to.ranks == 0) return shoal::cli::Fail(kProgram, "--ranks must be at least 1", 2);
   auto frame = shoal::cli::ParseByteSize(max_frame);
   if (!frame.ok()) return shoal::cli::Fail(kProgram, "--max-frame: " + frame.status().message(), 2);
   co.max_frame_bytes = *frame;

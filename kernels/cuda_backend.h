@@ -7,9 +7,11 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 #include <string>
 
 #include "backend/backend.h"
+#include "backend/collective.h"
 #include "shoal/status.h"
 
 namespace shoal::cuda {
@@ -20,6 +22,10 @@ StatusOr<int> DeviceCount();
 
 // The CUDA backend on device `index`.
 StatusOr<std::unique_ptr<Backend>> MakeCudaBackend(int index);
+
+// NCCL: one Collective per device in `devices`, rank i on devices[i] (nccl_group.cc), or
+// FailedPrecondition when this module was built without NCCL.
+StatusOr<std::vector<std::unique_ptr<Collective>>> MakeNcclGroup(const std::vector<int>& devices);
 
 // The cudaStream_t (as void*) all of a CUDA backend's work runs on; nullptr for other backends.
 void* StreamOf(Backend* backend);

@@ -51,6 +51,25 @@ TEST(Federated, ThreeClientsFiveRoundsAccuracyRises) {
         << "round " << i + 1;
 }
 
+// A client that is itself a data-parallel job (--ranks 3: three CPU ranks as threads, their
+// gradients all-reduced every step) takes part like any other: one update a round, and the
+// federation trains as with single-rank clients.
+TEST(Federated, ADataParallelClientSendsOneUpdateARound) {
+  const std::string dir = TempDir("ranks");
+  const int port = FreePort();
+  Process agg("shoal-aggregator", AggregatorArgs(port, 5, 2, dir + "/run.jsonl"), dir + "/agg", kOneThread);
+  Process one("shoal-client", ClientArgs(port, 0, 2), dir + "/c0", kOneThread);
+  Process three("shoal-client", Concat(ClientArgs(port, 1, 2), {"--ranks", "3"}), dir + "/c1", kOneThread);
+  ASSERT_EQ(agg.Wait(seconds(120)), 0) << agg.Stderr();
+  EXPECT_EQ(one.Wait(seconds(30)), 0) << one.Stderr();
+  EXPECT_EQ(three.Wait(seconds(30)), 0) << three.Stderr();
+  EXPECT_NE(three.Stderr().find("x 3 data-parallel ranks"), std::string::npos) << three.Stderr();
+  auto lines = ReadJsonLines(dir + "/run.jsonl");
+  ASSERT_EQ(lines.size(), 5u);
+  for (const auto& line : lines) EXPECT_EQ(line["clients_reported"], 2) << line.dump();
+  EXPECT_GT(lines.back()["test_accuracy"].get<double>(), 0.8);
+}
+
 // A run started by hand with nothing but the endpoints, the round count and the partitions
 // (the demo's: 4 clients, label-skewed dirichlet:0.5) trains as the demo does: the defaults
 // are the demo's tuned settings, and the demo checks for 0.93 after 30 rounds.

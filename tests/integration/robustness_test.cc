@@ -161,6 +161,7 @@ TEST(Robustness, ClearErrorsForBadFlagsAndEnvironment) {
       // Secure by default: no unencrypted listener on other interfaces without --insecure.
       {"shoal-aggregator", {"--listen", "tcp://*:" + std::to_string(FreePort())}, 1, "--insecure"},
       {"shoal-client", {"--partition", "4/4"}, 2, "--partition"},
+      {"shoal-client", {"--gpus", "2", "--device", "cpu"}, 2, "--gpus N (N >= 1) takes GPUs"},
       {"shoal-client", {"--data-dir", dir + "/nothing-here"}, 1, "scripts/setup"},
       // The connection's flags are checked before the data is loaded or the device probed.
       {"shoal-client", {"--connect", "tcp://192.0.2.1:7070", "--data-dir", dir + "/nothing-here", "--device", "cuda:7"}, 1,

@@ -140,6 +140,12 @@ struct BuiltinTrainerOptions {
   // fp16 only: the initial dynamic loss scale (halved on every overflowing step, doubled
   // after 2000 clean steps in a row). Default: 65536.
   float fp16_loss_scale = 65536.0f;
+  // Data-parallel ranks of this one client (shoal-client --gpus N / --ranks N): each step's
+  // minibatch is split among them and their gradients all-reduced before every rank steps
+  // its replica; the client still sends one update a round. With `device` cpu, threads of
+  // this process; cuda[:K], the GPUs cuda:K.. (NCCL, one rank per GPU); auto, the GPUs when a
+  // CUDA device is usable. Default: 1.
+  uint32_t ranks = 1;
 };
 StatusOr<std::unique_ptr<Trainer>> MakeBuiltinTrainer(const BuiltinTrainerOptions& options);
 

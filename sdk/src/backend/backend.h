@@ -136,6 +136,8 @@ std::unique_ptr<Backend> MakeCpuBackend();
 // usable device is an Unavailable error that names the reason (no driver, module missing or
 // from another build, no device).
 StatusOr<std::unique_ptr<Backend>> MakeBackend(const std::string& device);
+// The device index of "cuda" (0) or "cuda:N"; InvalidArgument for anything else.
+StatusOr<int> CudaDeviceIndex(const std::string& device);
 
 // An array in a backend's memory: RAII and move-only (cppzmq style).
 template <typename T>

@@ -14,13 +14,16 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "backend/backend.h"
+#include "backend/collective.h"
 #include "shoal/status.h"
 
 namespace shoal {
 
-inline constexpr uint32_t kBackendModuleAbi = 3;  // 2: GemmStridedBatched, CausalSoftmax; 3: Multiply, GeluWithDerivative
+// 2: GemmStridedBatched, CausalSoftmax; 3: Multiply, GeluWithDerivative; 4: make_nccl_group
+inline constexpr uint32_t kBackendModuleAbi = 4;
 // The file the registry looks for (beside libshoal, in ../lib from the executable's folder, in
 // $SHOAL_CUDA_MODULE, then on the loader's search path).
 inline constexpr const char* kCudaModuleFile = "libshoal-cuda.so";
@@ -32,6 +35,9 @@ struct BackendModuleApi {
   StatusOr<int> (*device_count)();
   // The backend on device `index`.
   StatusOr<std::unique_ptr<Backend>> (*make_backend)(int index);
+  // NCCL: a data-parallel group of one rank per device in `devices` (threads of this process;
+  // kernels/nccl_group.cc). Unimplemented when the module was built without NCCL.
+  StatusOr<std::vector<std::unique_ptr<Collective>>> (*make_nccl_group)(const std::vector<int>& devices);
 };
 
 }  // namespace shoal

@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <vector>
@@ -104,22 +105,43 @@ StatusOr<std::unique_ptr<Backend>> MakeBackend(const std::string& device) {
     return MakeCpuBackend();
   }
   if (device == "cuda" || device.rfind("cuda:", 0) == 0) {
-    int index = 0;
-    if (device.size() > 5) {
-      try {
-        size_t used = 0;
-        index = std::stoi(device.substr(5), &used);
-        if (used != device.size() - 5 || index < 0) throw std::invalid_argument(device);
-      } catch (const std::exception&) {
-        return Status::InvalidArgument("bad --device '" + device + "': expected cuda:N with N >= 0");
-      }
-    }
+    SHOAL_ASSIGN_OR_RETURN(const int index, CudaDeviceIndex(device));
     auto cuda = MakeCuda(index);
     if (!cuda.ok()) return cuda.status().WithContext("--device " + device);
     spdlog::info("device {}: using {}", device, (*cuda)->name());
     return cuda;
   }
   return Status::InvalidArgument("unknown --device '" + device + "': expected auto, cpu, cuda or cuda:N");
+}
+
+StatusOr<int> CudaDeviceIndex(const std::string& device) {
+  if (device == "cuda") return 0;
+  if (device.rfind("cuda:", 0) == 0) {
+    try {
+      size_t used = 0;
+      const int index = std::stoi(device.substr(5), &used);
+      if (used == device.size() - 5 && index >= 0) return index;
+    } catch (const std::exception&) {
+    }
+  }
+  return Status::InvalidArgument("bad --device '" + device + "': expected cuda or cuda:N with N >= 0");
+}
+
+StatusOr<std::vector<std::unique_ptr<Collective>>> MakeCollectiveGroup(const std::vector<std::string>& devices) {
+  if (devices.empty()) return Status::InvalidArgument("a data-parallel group needs at least one rank");
+  if (std::all_of(devices.begin(), devices.end(), [](const std::string& d) { return d == "cpu"; }))
+    return MakeThreadGroup(static_cast<int>(devices.size()));
+  std::vector<int> gpus;
+  for (const std::string& d : devices) {
+    auto index = CudaDeviceIndex(d);
+    if (!index.ok()) return Status::InvalidArgument("the ranks of one group must be all cpu or all cuda:N, got " + d);
+    gpus.push_back(*index);
+    if (std::count(gpus.begin(), gpus.end(), gpus.back()) > 1)
+      return Status::InvalidArgument("two ranks on " + d + ": one rank per GPU");
+  }
+  const CudaModule& m = Cuda();
+  if (!m.api) return m.error;
+  return m.api->make_nccl_group(gpus);
 }
 
 }  // namespace shoal

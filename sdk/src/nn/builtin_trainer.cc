@@ -9,9 +9,12 @@
 #include <numeric>
 
 #include "backend/backend.h"
+#include "backend/collective.h"
 #include "core/rng.h"
+#include "crypto/crypto.h"
 #include "shoal/data.h"
 #include "nn/builtin_trainer.h"
+#include "nn/data_parallel.h"
 #include "nn/demo_optimizer.h"
 #include "nn/evaluate.h"
 #include "nn/loss_scaler.h"
@@ -40,14 +43,31 @@ nn::DynamicLossScaler::Options ScalerOptions(const BuiltinTrainerOptions& o) {
   return s;
 }
 
+// One data-parallel rank (nn/data_parallel.h): its device, its replica of the model and
+// everything that steps it. A trainer of one rank is the plain local trainer.
+struct Rank {
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<nn::Model> model;
+  std::unique_ptr<nn::Optimizer> optimizer;
+  nn::DemoOptimizer* demo = nullptr;  // optimizer when the task's optimizer is "demo"
+  DeviceArray<float> w;         // local weights
+  DeviceArray<float> w_global;  // the round's starting point (FedProx anchor, delta base)
+  DeviceArray<float> grads;
+  DeviceArray<float> batch_x;    // features: [batch, dim]
+  DeviceArray<int32_t> batch_y;  // features: labels [batch]; tokens: targets [batch, seq]
+  DeviceArray<int32_t> batch_tokens;  // tokens: [batch, seq]
+};
+
 class BuiltinTrainer final : public Trainer {
  public:
-  // `part`, when set, is this trainer's local data as given (the simulator's shared parts);
-  // `dataset` then only describes the shape.
-  BuiltinTrainer(BuiltinTrainerOptions options, data::Dataset dataset, std::unique_ptr<Backend> backend,
-                 Precision precision, std::shared_ptr<const data::Dataset> part = nullptr)
-      : options_(std::move(options)), dataset_(std::move(dataset)), part_(std::move(part)), backend_(std::move(backend)),
-        precision_(precision), scaler_(ScalerOptions(options_)) {}
+  // `backends`: one per rank (rank i on devices[i]); `part`, when set, is this trainer's local
+  // data as given (the simulator's shared parts); `dataset` then only describes the shape.
+  BuiltinTrainer(BuiltinTrainerOptions options, data::Dataset dataset, std::vector<std::unique_ptr<Backend>> backends,
+                 std::vector<std::string> devices, Precision precision, std::shared_ptr<const data::Dataset> part = nullptr)
+      : options_(std::move(options)), dataset_(std::move(dataset)), part_(std::move(part)), devices_(std::move(devices)),
+        precision_(precision), scaler_(ScalerOptions(options_)), pool_(static_cast<int>(backends.size())) {
+    for (auto& b : backends) ranks_.push_back(Rank{.backend = std::move(b)});
+  }
 
   std::string name() const override { return "builtin"; }
   bool standardizes() const override { return dataset_.kind == data::DatasetKind::kFeatures; }
@@ -61,30 +81,35 @@ class BuiltinTrainer final : public Trainer {
   BuiltinTrainerOptions options_;
   data::Dataset dataset_;  // everything the loader returned (train + held-out)
   std::shared_ptr<const data::Dataset> part_;  // the local data as given, instead of split + partition
-  std::unique_ptr<Backend> backend_;
+  std::vector<std::string> devices_;           // of the ranks, in order
   Precision precision_;
   nn::DynamicLossScaler scaler_;  // fp16 only; lives as long as the trainer (as GradScaler)
+  std::vector<Rank> ranks_;       // rank 0's model evaluates and gives the update
+  nn::RankPool pool_;
+  std::vector<std::unique_ptr<Collective>> group_;  // with several ranks; made again after an abort
 
   // Set by Configure().
   bool configured_ = false;
   TaskConfig task_;
   data::Dataset local_;  // this client's part of the training split
-  std::unique_ptr<nn::Model> model_;
-  std::unique_ptr<nn::Optimizer> optimizer_;
-  nn::DemoOptimizer* demo_ = nullptr;  // optimizer_ when the task's optimizer is "demo"
-  DeviceArray<float> w_;         // local weights
-  DeviceArray<float> w_global_;  // the round's starting point (FedProx anchor, delta base)
-  DeviceArray<float> grads_;
-  DeviceArray<float> batch_x_;    // features: [batch, dim]
-  DeviceArray<int32_t> batch_y_;  // features: labels [batch]; tokens: targets [batch, seq]
-  DeviceArray<int32_t> batch_tokens_;  // tokens: [batch, seq]
   int seq_ = 0;                        // tokens: the model's context
-  std::vector<float> host_x_;          // staging for the batch uploads
+  std::vector<float> host_x_;          // the minibatch on the host, before each rank uploads its shard
   std::vector<int32_t> host_y_, host_tokens_;
 
-  // The next minibatch of the round (drawn from `rng`, uploaded): its Batch and how many
-  // examples it scores (rows, or predicted tokens).
-  nn::Batch NextBatch(Rng& rng, std::vector<int64_t>& order, int64_t& pos, int64_t* scored);
+  nn::Model& model() { return *ranks_[0].model; }
+  // Draws the next minibatch of the round from `rng` into the host buffers: its units (rows,
+  // or token windows) and how many examples it scores (rows, or predicted tokens).
+  int NextBatch(Rng& rng, std::vector<int64_t>& order, int64_t& pos, int64_t* scored);
+  // Rank k's shard of that minibatch, [lo, hi) of its `units`, uploaded to k's buffers.
+  nn::Batch UploadShard(Rank& k, int lo, int hi);
+  // One step's gradients: each rank's shard forward and backward, then (several ranks) the
+  // all-reduce of their share-weighted gradients; the summed loss sums.
+  Status ComputeGradients(int units, float loss_scale, nn::LossSums* sums);
+  // Runs fn on every rank (nn::RankPool); a failed rank aborts the group, so no rank waits
+  // on it, and the next round makes a fresh one.
+  Status OnEveryRank(const std::function<Status(int)>& fn);
+  // With several ranks: every replica equals rank 0's (InternalError otherwise).
+  Status CheckReplicasAgree();
 };
 
 Status BuiltinTrainer::Configure(const TaskConfig& task) {
@@ -108,60 +133,73 @@ Status BuiltinTrainer::Configure(const TaskConfig& task) {
     SHOAL_RETURN_IF_ERROR(data::Standardize({task.feature_mean, task.feature_scale}, &local)
                               .WithContext("the task's feature standardization"));
 
-  // 3. The model must be exactly the one the aggregator holds.
-  SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> model,
-                         nn::MakeModel(task.model, nn::InputsOf(dataset_), backend_.get()));
+  // 3. The model must be exactly the one the aggregator holds; each rank builds its replica.
+  const size_t R = ranks_.size();
+  std::vector<std::unique_ptr<nn::Model>> models;
+  for (size_t r = 0; r < R; ++r) {
+    SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<nn::Model> m,
+                           nn::MakeModel(task.model, nn::InputsOf(dataset_), ranks_[r].backend.get()));
+    models.push_back(std::move(m));
+  }
+  const nn::Model& model = *models[0];
   const bool tokens = dataset_.kind == data::DatasetKind::kTokens;
-  if ((model->batch_kind() == nn::BatchKind::kTokens) != tokens)
-    return Status::InvalidArgument("model '" + task.model + "' takes " + nn::BatchKindName(model->batch_kind()) +
+  if ((model.batch_kind() == nn::BatchKind::kTokens) != tokens)
+    return Status::InvalidArgument("model '" + task.model + "' takes " + nn::BatchKindName(model.batch_kind()) +
                                    ", dataset '" + dataset_.name + "' holds " + data::DatasetKindName(dataset_.kind));
-  if (model->Layout() != task.layout)
+  if (model.Layout() != task.layout)
     return Status::InvalidArgument(
         "model '" + task.model + "' on dataset '" + dataset_.name + "' (" +
         (tokens ? "vocabulary " + std::to_string(dataset_.vocab_size)
                 : std::to_string(dataset_.dim) + " features, " + std::to_string(dataset_.num_classes) + " classes") +
-        ") has layout [" + LayoutToString(model->Layout()) + "] but the task's layout is [" +
+        ") has layout [" + LayoutToString(model.Layout()) + "] but the task's layout is [" +
         LayoutToString(task.layout) + "]");
 
-  // 4. Optimizer (its state is reset every round in Train, except DeMo's momentum, which lives
-  // as long as the task) and device buffers.
-  const size_t n = model->num_params();
-  std::unique_ptr<nn::Optimizer> optimizer;
-  nn::DemoOptimizer* demo = nullptr;
-  if (task.optimizer.name == "demo") {
-    // DeMo chunks each tensor for its DCT: it needs the layout, not just the size.
-    SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<nn::DemoOptimizer> d,
-                           nn::MakeDemoOptimizer(task.optimizer, model->Layout(), backend_.get()));
-    demo = d.get();
-    optimizer = std::move(d);
-  } else {
-    SHOAL_ASSIGN_OR_RETURN(optimizer, nn::MakeOptimizer(task.optimizer, n, backend_.get()));
+  // 4. Optimizers (their state is reset every round in Train, except DeMo's momentum, which
+  // lives as long as the task), one per rank, then nothing can fail: the ranks take it all.
+  const size_t n = model.num_params();
+  std::vector<std::unique_ptr<nn::Optimizer>> optimizers(R);
+  std::vector<nn::DemoOptimizer*> demos(R, nullptr);
+  for (size_t r = 0; r < R; ++r) {
+    Backend* backend = ranks_[r].backend.get();
+    if (task.optimizer.name == "demo") {
+      // DeMo chunks each tensor for its DCT: it needs the layout, not just the size.
+      SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<nn::DemoOptimizer> d,
+                             nn::MakeDemoOptimizer(task.optimizer, model.Layout(), backend));
+      demos[r] = d.get();
+      optimizers[r] = std::move(d);
+    } else {
+      SHOAL_ASSIGN_OR_RETURN(optimizers[r], nn::MakeOptimizer(task.optimizer, n, backend));
+    }
   }
 
   task_ = task;
   local_ = std::move(local);
-  model_ = std::move(model);
-  model_->set_precision(precision_);
-  optimizer_ = std::move(optimizer);
-  demo_ = demo;
-  w_ = DeviceArray<float>(backend_.get(), n);
-  w_global_ = DeviceArray<float>(backend_.get(), n);
-  grads_ = DeviceArray<float>(backend_.get(), n);
-  seq_ = model_->max_seq_len();
-  if (tokens) {
-    batch_tokens_ = DeviceArray<int32_t>(backend_.get(), static_cast<size_t>(task.batch_size) * seq_);
-    batch_y_ = DeviceArray<int32_t>(backend_.get(), static_cast<size_t>(task.batch_size) * seq_);
-  } else {
-    batch_x_ = DeviceArray<float>(backend_.get(), static_cast<size_t>(task.batch_size) * local_.dim);
-    batch_y_ = DeviceArray<int32_t>(backend_.get(), task.batch_size);
+  seq_ = models[0]->max_seq_len();
+  for (size_t r = 0; r < R; ++r) {
+    Rank& k = ranks_[r];
+    Backend* backend = k.backend.get();
+    k.model = std::move(models[r]);
+    k.model->set_precision(precision_);
+    k.optimizer = std::move(optimizers[r]);
+    k.demo = demos[r];
+    k.w = DeviceArray<float>(backend, n);
+    k.w_global = DeviceArray<float>(backend, n);
+    k.grads = DeviceArray<float>(backend, n);
+    if (tokens) {
+      k.batch_tokens = DeviceArray<int32_t>(backend, static_cast<size_t>(task.batch_size) * seq_);
+      k.batch_y = DeviceArray<int32_t>(backend, static_cast<size_t>(task.batch_size) * seq_);
+    } else {
+      k.batch_x = DeviceArray<float>(backend, static_cast<size_t>(task.batch_size) * local_.dim);
+      k.batch_y = DeviceArray<int32_t>(backend, task.batch_size);
+    }
   }
   configured_ = true;
   // One line per client process; the simulator's thousands of trainers log it at debug.
   spdlog::log(part_ ? spdlog::level::debug : spdlog::level::info,
-              "builtin trainer: {} on {} part {}/{} ({}): {} examples, {} parameters, backend {}, precision {}",
-              model_->spec(), dataset_.name, options_.partition_index,
-              options_.partition_count, options_.partition_scheme, local_.n, n, backend_->name(),
-              PrecisionName(precision_));
+              "builtin trainer: {} on {} part {}/{} ({}): {} examples, {} parameters, backend {}{}, precision {}",
+              ranks_[0].model->spec(), dataset_.name, options_.partition_index, options_.partition_count,
+              options_.partition_scheme, local_.n, n, ranks_[0].backend->name(),
+              R > 1 ? " x " + std::to_string(R) + " data-parallel ranks" : std::string(), PrecisionName(precision_));
   return Status::Ok();
 }
 
@@ -178,7 +216,7 @@ uint64_t BuiltinTrainer::num_examples() const {
 Status BuiltinTrainer::Train(std::span<const float> global, const RoundConfig& round, const TrainContext& ctx,
                              TrainResult* out) {
   if (!configured_) return Status::FailedPrecondition("Train called before Configure");
-  const size_t n = model_->num_params();
+  const size_t n = model().num_params();
   if (global.size() != n)
     return Status::InvalidArgument("global model has " + std::to_string(global.size()) +
                                    " parameters, the task's model has " + std::to_string(n));
@@ -204,14 +242,19 @@ Status BuiltinTrainer::Train(std::span<const float> global, const RoundConfig& r
   // Start from the global model; the optimizer starts fresh every round (the FL norm) unless
   // the round keeps its state, except DeMo's momentum: its residual carries over to the next
   // round by design.
-  w_.Upload(global.data(), n);
-  w_global_.Upload(global.data(), n);
-  if (demo_ != nullptr) {
-    demo_->BeginRound();
-  } else if (!round.keep_optimizer_state) {
-    optimizer_->Reset();
+  if (group_.empty() && ranks_.size() > 1) {
+    SHOAL_ASSIGN_OR_RETURN(group_, MakeCollectiveGroup(devices_));
   }
-  optimizer_->set_learning_rate(lr);
+  for (Rank& k : ranks_) {
+    k.w.Upload(global.data(), n);
+    k.w_global.Upload(global.data(), n);
+    if (k.demo != nullptr) {
+      k.demo->BeginRound();
+    } else if (!round.keep_optimizer_state) {
+      k.optimizer->Reset();
+    }
+    k.optimizer->set_learning_rate(lr);
+  }
 
   Rng rng = ShuffleRng(task_.seed, round.round, options_.partition_index);
   std::vector<int64_t> order(tokens ? 0 : static_cast<size_t>(num_local));
@@ -228,10 +271,11 @@ Status BuiltinTrainer::Train(std::span<const float> global, const RoundConfig& r
       return Status::Cancelled("training cancelled in round " + std::to_string(round.round) + " after " +
                                std::to_string(step) + " of " + std::to_string(total_steps) + " steps");
     int64_t scored = 0;
-    const nn::Batch next = NextBatch(rng, order, pos, &scored);
+    const int units = NextBatch(rng, order, pos, &scored);
     const bool scaled = precision_ == Precision::kFp16;
     const float loss_scale = scaled ? scaler_.scale() : 1.0f;
-    const nn::LossSums sums = model_->ForwardBackward(w_.get(), next, grads_.get(), loss_scale);
+    nn::LossSums sums;
+    SHOAL_RETURN_IF_ERROR(ComputeGradients(units, loss_scale, &sums));
     const double batch_loss = sums.loss_sum;
     if (!std::isfinite(batch_loss))
       return Status::InvalidArgument("training diverged in round " + std::to_string(round.round) + " at step " +
@@ -240,36 +284,44 @@ Status BuiltinTrainer::Train(std::span<const float> global, const RoundConfig& r
     loss_sum += batch_loss;
     correct += sums.correct;
     examples += static_cast<uint64_t>(scored);
-    // fp16: a scaled gradient that overflowed skips the step and halves the scale.
-    const bool overflow = scaled && !std::isfinite(backend_->SumSquares(n, grads_.get()));
+    // fp16: a scaled gradient that overflowed skips the step and halves the scale (every
+    // rank holds the same gradient: rank 0 decides for all).
+    Rank& first = ranks_[0];
+    const bool overflow = scaled && !std::isfinite(first.backend->SumSquares(n, first.grads.get()));
     if (scaled) scaler_.Update(overflow);
     if (overflow) {
       ++skipped;
     } else {
-      if (scaled) backend_->Scale(n, 1.0f / loss_scale, grads_.get());
-      // FedProx: the proximal term mu/2 |w - w_global|^2 adds mu (w - w_global) to the gradient.
-      if (round.prox_mu > 0.0f) {
-        backend_->Axpy(n, round.prox_mu, w_.get(), grads_.get());
-        backend_->Axpy(n, -round.prox_mu, w_global_.get(), grads_.get());
-      }
-      optimizer_->Step(w_.get(), grads_.get());
+      SHOAL_RETURN_IF_ERROR(OnEveryRank([&](int r) {
+        Rank& k = ranks_[static_cast<size_t>(r)];
+        if (scaled) k.backend->Scale(n, 1.0f / loss_scale, k.grads.get());
+        // FedProx: the proximal term mu/2 |w - w_global|^2 adds mu (w - w_global) to the gradient.
+        if (round.prox_mu > 0.0f) {
+          k.backend->Axpy(n, round.prox_mu, k.w.get(), k.grads.get());
+          k.backend->Axpy(n, -round.prox_mu, k.w_global.get(), k.grads.get());
+        }
+        k.optimizer->Step(k.w.get(), k.grads.get());
+        return Status::Ok();
+      }));
     }
     if (ctx.progress && ((step + 1) % progress_every == 0 || step + 1 == total_steps))
       ctx.progress(static_cast<float>(step + 1) / static_cast<float>(total_steps));
   }
   if (total_steps == 0 && ctx.progress) ctx.progress(1.0f);
 
+  SHOAL_RETURN_IF_ERROR(CheckReplicasAgree());
+  Rank& first = ranks_[0];
   out->delta.resize(n);
-  if (demo_ != nullptr) {
+  if (first.demo != nullptr) {
     // DeMo: the delta is NOT w_local - w_global but minus the momentum components extracted
     // this round, -Q = -(q_1 + ... + q_steps) (exactly -q for one local step). The aggregator
     // must run the "demo" strategy, which applies lr * sign(mean delta) to the global model.
-    const std::span<const float> q = demo_->extracted();
+    const std::span<const float> q = first.demo->extracted();
     for (size_t i = 0; i < n; ++i) out->delta[i] = -q[i];
   } else {
     // delta = w_local - w_global, computed in place on the device.
-    backend_->Axpy(n, -1.0f, w_global_.get(), w_.get());
-    w_.Download(out->delta.data(), n);
+    first.backend->Axpy(n, -1.0f, first.w_global.get(), first.w.get());
+    first.w.Download(out->delta.data(), n);
   }
   out->num_examples = examples;
   const double denom = examples > 0 ? static_cast<double>(examples) : 1.0;
@@ -286,17 +338,15 @@ Status BuiltinTrainer::Train(std::span<const float> global, const RoundConfig& r
   return Status::Ok();
 }
 
-nn::Batch BuiltinTrainer::NextBatch(Rng& rng, std::vector<int64_t>& order, int64_t& pos, int64_t* scored) {
+int BuiltinTrainer::NextBatch(Rng& rng, std::vector<int64_t>& order, int64_t& pos, int64_t* scored) {
   const int batch = static_cast<int>(task_.batch_size);
   if (seq_ > 0) {  // tokens: `batch` windows at random starts
     const size_t size = static_cast<size_t>(batch) * seq_;
     host_tokens_.resize(size);
     host_y_.resize(size);
     nn::DrawWindows(local_, batch, seq_, rng, host_tokens_.data(), host_y_.data());
-    batch_tokens_.Upload(host_tokens_.data(), size);
-    batch_y_.Upload(host_y_.data(), size);
     *scored = static_cast<int64_t>(size);
-    return nn::Batch::Tokens(batch_tokens_.get(), batch_y_.get(), batch, seq_);
+    return batch;
   }
   // Features: a new permutation at each epoch boundary; the last batch of an epoch may be short
   // (drop_last = False), and local_steps may cross epochs.
@@ -314,18 +364,79 @@ nn::Batch BuiltinTrainer::NextBatch(Rng& rng, std::vector<int64_t>& order, int64
     host_y_[static_cast<size_t>(r)] = local_.y[static_cast<size_t>(i)];
   }
   pos += rows;
-  batch_x_.Upload(host_x_.data(), static_cast<size_t>(rows) * dim);
-  batch_y_.Upload(host_y_.data(), static_cast<size_t>(rows));
   *scored = rows;
-  return nn::Batch::Features(batch_x_.get(), batch_y_.get(), rows);
+  return rows;
+}
+
+nn::Batch BuiltinTrainer::UploadShard(Rank& k, int lo, int hi) {
+  const int units = hi - lo;
+  if (seq_ > 0) {
+    const size_t offset = static_cast<size_t>(lo) * seq_, size = static_cast<size_t>(units) * seq_;
+    k.batch_tokens.Upload(host_tokens_.data() + offset, size);
+    k.batch_y.Upload(host_y_.data() + offset, size);
+    return nn::Batch::Tokens(k.batch_tokens.get(), k.batch_y.get(), units, seq_);
+  }
+  const size_t dim = static_cast<size_t>(local_.dim);
+  k.batch_x.Upload(host_x_.data() + static_cast<size_t>(lo) * dim, static_cast<size_t>(units) * dim);
+  k.batch_y.Upload(host_y_.data() + lo, static_cast<size_t>(units));
+  return nn::Batch::Features(k.batch_x.get(), k.batch_y.get(), units);
+}
+
+Status BuiltinTrainer::OnEveryRank(const std::function<Status(int)>& fn) {
+  Status st = pool_.Run([&](int r) {
+    Status done = fn(r);
+    if (!done.ok() && !group_.empty()) group_[static_cast<size_t>(r)]->Abort(done);
+    return done;
+  });
+  if (!st.ok()) group_.clear();  // aborted: the next round makes another
+  return st;
+}
+
+Status BuiltinTrainer::ComputeGradients(int units, float loss_scale, nn::LossSums* sums) {
+  const int R = static_cast<int>(ranks_.size());
+  const size_t n = model().num_params();
+  std::vector<nn::LossSums> per_rank(ranks_.size());
+  SHOAL_RETURN_IF_ERROR(OnEveryRank([&](int r) {
+    Rank& k = ranks_[static_cast<size_t>(r)];
+    // Rank r's shard: units [r u / R, (r + 1) u / R). The model's gradient is of its shard's
+    // mean loss; weighted by the shard's share, the ranks' gradients sum to the batch's.
+    const int lo = static_cast<int>(int64_t{r} * units / R), hi = static_cast<int>(int64_t{r + 1} * units / R);
+    per_rank[static_cast<size_t>(r)] = k.model->ForwardBackward(k.w.get(), UploadShard(k, lo, hi), k.grads.get(), loss_scale);
+    if (R == 1) return Status::Ok();
+    k.backend->Scale(n, units ? static_cast<float>(hi - lo) / static_cast<float>(units) : 0.0f, k.grads.get());
+    return group_[static_cast<size_t>(r)]->AllReduceSum(std::span<float>(k.grads.get(), n));
+  }));
+  *sums = nn::LossSums{};
+  for (const nn::LossSums& p : per_rank) {
+    sums->loss_sum += p.loss_sum;
+    sums->correct += p.correct;
+  }
+  return Status::Ok();
+}
+
+Status BuiltinTrainer::CheckReplicasAgree() {
+  if (ranks_.size() == 1) return Status::Ok();
+  const size_t n = model().num_params();
+  std::vector<float> host(n);
+  std::string first;
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    ranks_[r].w.Download(host.data(), n);
+    const std::string hash = crypto::ModelHash(host);
+    if (r == 0) first = hash;
+    if (hash != first)
+      return Status::Internal("data-parallel rank " + std::to_string(r) + " on " + devices_[r] +
+                              " ended the round with another model than rank 0 (" + hash.substr(0, 16) + " vs " +
+                              first.substr(0, 16) + ")");
+  }
+  return Status::Ok();
 }
 
 Status BuiltinTrainer::Evaluate(std::span<const float> params, EvalResult* out) {
   if (!configured_) return Status::FailedPrecondition("Evaluate called before Configure");
-  if (params.size() != model_->num_params())
+  if (params.size() != model().num_params())
     return Status::InvalidArgument("got " + std::to_string(params.size()) + " parameters, the task's model has " +
-                                   std::to_string(model_->num_params()));
-  *out = nn::Evaluate(*model_, params, local_);
+                                   std::to_string(model().num_params()));
+  *out = nn::Evaluate(model(), params, local_);
   return Status::Ok();
 }
 
@@ -342,9 +453,16 @@ StatusOr<std::unique_ptr<Trainer>> MakeBuiltinTrainer(const BuiltinTrainerOption
   SHOAL_ASSIGN_OR_RETURN(Precision precision, ParsePrecision(options.precision));
   if (!(options.fp16_loss_scale >= 1.0f && options.fp16_loss_scale <= 3.0e38f))
     return Status::InvalidArgument("fp16 loss scale must be in [1, 3e38], got " + std::to_string(options.fp16_loss_scale));
-  SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, MakeBackend(options.device));
-  return std::unique_ptr<Trainer>(
-      std::make_unique<BuiltinTrainer>(options, std::move(dataset), std::move(backend), precision));
+  // The ranks' devices and backends; their group is made at the first round (and after an abort).
+  SHOAL_ASSIGN_OR_RETURN(std::vector<std::string> devices, nn::RankDevices(options.device, static_cast<int>(options.ranks)));
+  std::vector<std::unique_ptr<Backend>> backends;
+  for (const std::string& device : devices) {
+    SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, MakeBackend(device));
+    backends.push_back(std::move(backend));
+  }
+  if (devices.size() > 1) SHOAL_RETURN_IF_ERROR(MakeCollectiveGroup(devices).status().WithContext("data-parallel ranks"));
+  return std::unique_ptr<Trainer>(std::make_unique<BuiltinTrainer>(options, std::move(dataset), std::move(backends),
+                                                                   std::move(devices), precision));
 }
 
 namespace nn {
@@ -352,15 +470,18 @@ namespace nn {
 StatusOr<std::unique_ptr<Trainer>> MakeBuiltinTrainerOnPart(const BuiltinTrainerOptions& options,
                                                            std::shared_ptr<const data::Dataset> part) {
   SHOAL_ASSIGN_OR_RETURN(Precision precision, ParsePrecision(options.precision));
-  SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, MakeBackend(options.device));
+  if (options.ranks != 1) return Status::InvalidArgument("a trainer on a shared part runs one rank");
+  std::vector<std::unique_ptr<Backend>> backends;
+  SHOAL_ASSIGN_OR_RETURN(backends.emplace_back(), MakeBackend(options.device));
   data::Dataset shape;
   shape.name = part->name;
   shape.kind = part->kind;
   shape.dim = part->dim;
   shape.num_classes = part->num_classes;
   shape.vocab_size = part->vocab_size;
-  return std::unique_ptr<Trainer>(
-      std::make_unique<BuiltinTrainer>(options, std::move(shape), std::move(backend), precision, std::move(part)));
+  return std::unique_ptr<Trainer>(std::make_unique<BuiltinTrainer>(options, std::move(shape), std::move(backends),
+                                                                   std::vector<std::string>{options.device}, precision,
+                                                                   std::move(part)));
 }
 
 }  // namespace nn
