@@ -5,7 +5,7 @@
 // second, and the scaling efficiency against the first count, throughput(R) / (R/R0 x
 // throughput(R0)). A warm-up round precedes each measured one.
 //
-//   build/bin/dp_scaling --device cpu --ranks 1,2 --model mlp:256,256 --dataset digits
+//   build/bin/dp_scaling --device cpu --ranks 1,2 --model mlp:256,256 --dataset digits [--bucket-mb 0]
 //   build/bin/dp_scaling --device cuda --ranks 1,2,4,8 --model gpt:layers=16,dim=768,heads=12,ctx=1024 \
 //       --dataset kjv --batch 8 --steps 10 --precision bf16
 #include <boost/program_options.hpp>
@@ -28,11 +28,13 @@ using Clock = std::chrono::steady_clock;
 int main(int argc, char** argv) {
   std::string device = "cpu", ranks_list = "1,2", model = "mlp:256,256", dataset = "digits", precision = "fp32";
   uint32_t batch = 64, steps = 50;
+  double bucket_mb = 25;
   po::options_description d("dp_scaling");
   d.add_options()("help", "this help")("device", po::value(&device), "cpu or cuda")(
       "ranks", po::value(&ranks_list), "rank counts, comma-separated")("model", po::value(&model), "model spec")(
       "dataset", po::value(&dataset), "dataset")("batch", po::value(&batch), "rows or windows per rank per step")(
-      "steps", po::value(&steps), "local steps per round")("precision", po::value(&precision), "fp32, tf32, bf16, fp16");
+      "steps", po::value(&steps), "local steps per round")(
+      "bucket-mb", po::value(&bucket_mb), "gradient buckets (MiB; 0 = one all-reduce after the backward pass)")("precision", po::value(&precision), "fp32, tf32, bf16, fp16");
   po::variables_map vm;
   po::store(po::parse_command_line(argc, argv, d), vm);
   po::notify(vm);
@@ -61,6 +63,7 @@ int main(int argc, char** argv) {
     o.dataset = dataset;
     o.device = device;
     o.ranks = ranks;
+    o.bucket_bytes = static_cast<size_t>(bucket_mb * (1 << 20));
     o.precision = precision;
     auto trainer = shoal::MakeBuiltinTrainer(o);
     if (!trainer.ok()) return std::fprintf(stderr, "%u ranks: %s\n", ranks, trainer.status().ToString().c_str()), 1;

@@ -85,6 +85,7 @@ int main(int argc, char** argv) {
   std::string log_format = "text";
   uint64_t seed = 0;
   uint32_t gpus = 0;
+  double bucket_mb = 25;
   double connect_timeout_s = 30, reconnect_timeout_s = 120;
   bool no_progress = false;
 
@@ -112,6 +113,7 @@ int main(int argc, char** argv) {
       ("precision", po::value(&to.precision)->default_value(to.precision), "GEMM precision: fp32, tf32, bf16 or fp16 (fp32 master weights; fp16 with dynamic loss scaling)")
       ("gpus", po::value(&gpus), "train data-parallel on N GPUs (cuda:0..N-1, or from --device cuda:K on; NCCL all-reduces the gradients); one update a round")
       ("ranks", po::value(&to.ranks)->default_value(to.ranks), "data-parallel ranks on --device: threads on the cpu, one GPU each on cuda")
+      ("bucket-mb", po::value(&bucket_mb)->default_value(bucket_mb), "data-parallel: all-reduce the gradient in buckets of this many MiB during the backward pass (0 = all of it after)")
       ("connect-timeout", po::value(&connect_timeout_s)->default_value(connect_timeout_s), "seconds to wait for the aggregator to answer")
       ("reconnect-timeout", po::value(&reconnect_timeout_s)->default_value(reconnect_timeout_s), "seconds to keep retrying after losing it")
       ("max-frame", po::value(&max_frame)->default_value(max_frame), "largest frame accepted (bytes, or K/M/G)")
@@ -134,6 +136,8 @@ int main(int argc, char** argv) {
     if (to.device == "auto") to.device = "cuda";
   }
   if (to.ranks == 0) return shoal::cli::Fail(kProgram, "--ranks must be at least 1", 2);
+  if (!(bucket_mb >= 0 && bucket_mb <= 4096)) return shoal::cli::Fail(kProgram, "--bucket-mb must be in [0, 4096]", 2);
+  to.bucket_bytes = static_cast<size_t>(bucket_mb * (1 << 20));
   auto frame = shoal::cli::ParseByteSize(max_frame);
   if (!frame.ok()) return shoal::cli::Fail(kProgram, "--max-frame: " + frame.status().message(), 2);
   co.max_frame_bytes = *frame;

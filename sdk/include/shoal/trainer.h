@@ -146,6 +146,10 @@ struct BuiltinTrainerOptions {
   // this process; cuda[:K], the GPUs cuda:K.. (NCCL, one rank per GPU); auto, the GPUs when a
   // CUDA device is usable. Default: 1.
   uint32_t ranks = 1;
+  // Several ranks: the gradient is all-reduced in buckets of this many bytes as the backward
+  // pass finishes them, overlapping it (DDP's bucket_cap_mb); 0 = one all-reduce of the whole
+  // gradient after the backward pass. The result is the same bits either way. Default: 25 MiB.
+  size_t bucket_bytes = size_t{25} << 20;
 };
 StatusOr<std::unique_ptr<Trainer>> MakeBuiltinTrainer(const BuiltinTrainerOptions& options);
 

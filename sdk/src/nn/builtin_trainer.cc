@@ -56,6 +56,7 @@ struct Rank {
   DeviceArray<float> batch_x;    // features: [batch, dim]
   DeviceArray<int32_t> batch_y;  // features: labels [batch]; tokens: targets [batch, seq]
   DeviceArray<int32_t> batch_tokens;  // tokens: [batch, seq]
+  std::unique_ptr<nn::GradientBuckets> buckets;  // several ranks, buckets on: all-reduced during the backward pass
 };
 
 class BuiltinTrainer final : public Trainer {
@@ -244,6 +245,12 @@ Status BuiltinTrainer::Train(std::span<const float> global, const RoundConfig& r
   // round by design.
   if (group_.empty() && ranks_.size() > 1) {
     SHOAL_ASSIGN_OR_RETURN(group_, MakeCollectiveGroup(devices_));
+    const size_t bucket = options_.bucket_bytes / sizeof(float);
+    for (size_t r = 0; r < ranks_.size() && bucket > 0; ++r) {
+      Rank& k = ranks_[r];
+      k.buckets = std::make_unique<nn::GradientBuckets>(group_[r].get(), k.backend.get(), n, bucket);
+      k.model->set_gradient_ready([b = k.buckets.get()](size_t offset, size_t count) { b->Ready(offset, count); });
+    }
   }
   for (Rank& k : ranks_) {
     k.w.Upload(global.data(), n);
@@ -388,7 +395,13 @@ Status BuiltinTrainer::OnEveryRank(const std::function<Status(int)>& fn) {
     if (!done.ok() && !group_.empty()) group_[static_cast<size_t>(r)]->Abort(done);
     return done;
   });
-  if (!st.ok()) group_.clear();  // aborted: the next round makes another
+  if (!st.ok()) {  // aborted: the next round makes another group
+    for (Rank& k : ranks_) {
+      k.model->set_gradient_ready({});
+      k.buckets.reset();
+    }
+    group_.clear();
+  }
   return st;
 }
 
@@ -401,9 +414,12 @@ Status BuiltinTrainer::ComputeGradients(int units, float loss_scale, nn::LossSum
     // Rank r's shard: units [r u / R, (r + 1) u / R). The model's gradient is of its shard's
     // mean loss; weighted by the shard's share, the ranks' gradients sum to the batch's.
     const int lo = static_cast<int>(int64_t{r} * units / R), hi = static_cast<int>(int64_t{r + 1} * units / R);
+    const float share = units ? static_cast<float>(hi - lo) / static_cast<float>(units) : 0.0f;
+    if (k.buckets) k.buckets->Begin(k.grads.get(), share);  // reduced as the backward pass finishes them
     per_rank[static_cast<size_t>(r)] = k.model->ForwardBackward(k.w.get(), UploadShard(k, lo, hi), k.grads.get(), loss_scale);
     if (R == 1) return Status::Ok();
-    k.backend->Scale(n, units ? static_cast<float>(hi - lo) / static_cast<float>(units) : 0.0f, k.grads.get());
+    if (k.buckets) return k.buckets->Finish();
+    k.backend->Scale(n, share, k.grads.get());
     return group_[static_cast<size_t>(r)]->AllReduceSum(std::span<float>(k.grads.get(), n));
   }));
   *sums = nn::LossSums{};

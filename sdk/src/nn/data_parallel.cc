@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "backend/backend.h"
 
 namespace shoal::nn {
@@ -71,6 +73,93 @@ Status RankPool::Run(const std::function<Status(int)>& fn) {
   for (const Status& st : results_)
     if (!st.ok()) return st;
   return Status::Ok();
+}
+
+
+GradientBuckets::GradientBuckets(Collective* collective, Backend* backend, size_t n, size_t bucket)
+    : collective_(collective), backend_(backend), n_(n), bucket_(std::max<size_t>(bucket, 1)),
+      count_((n + bucket_ - 1) / bucket_), thread_([this] { Loop(); }) {}
+
+GradientBuckets::~GradientBuckets() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    quit_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void GradientBuckets::Begin(float* grads, float share) {
+  std::lock_guard<std::mutex> lock(mu_);
+  grads_ = grads;
+  share_ = share;
+  frontier_ = n_;
+  ahead_.clear();
+  next_ = done_ = 0;
+  error_ = Status::Ok();
+  active_ = true;
+}
+
+// On the compute thread (the backend is only ever used from there): the range is scaled by the
+// rank's share now, then handed to the bucket thread.
+void GradientBuckets::Ready(size_t offset, size_t count) {
+  if (count == 0 || offset + count > n_) return;
+  backend_->Scale(count, share_, grads_ + offset);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ahead_[offset + count] = offset;
+    for (auto it = ahead_.find(frontier_); it != ahead_.end(); it = ahead_.find(frontier_)) {
+      frontier_ = it->second;
+      ahead_.erase(it);
+    }
+  }
+  cv_.notify_all();
+}
+
+Status GradientBuckets::Finish() {
+  std::unique_lock<std::mutex> lock(mu_);
+  // What the model did not announce: [0, frontier_) less the ranges announced out of order.
+  std::vector<std::pair<size_t, size_t>> rest;  // [begin, end)
+  size_t top = frontier_;
+  for (auto it = ahead_.rbegin(); it != ahead_.rend(); ++it) {  // by descending end
+    if (it->first < top) rest.emplace_back(it->first, top);
+    top = std::min(top, it->second);
+  }
+  if (top > 0) rest.emplace_back(0, top);
+  lock.unlock();
+  for (auto [begin, end] : rest) backend_->Scale(end - begin, share_, grads_ + begin);
+  lock.lock();
+  ahead_.clear();
+  frontier_ = 0;
+  cv_.notify_all();
+  cv_.wait(lock, [this] { return done_ == count_; });
+  active_ = false;
+  return error_;
+}
+
+// Bucket k of the fixed order covers [n - (k + 1) b, n - k b), clipped at 0: the arena's end
+// first.
+void GradientBuckets::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [this] {
+      if (quit_) return true;
+      if (!active_ || next_ == count_) return false;
+      const size_t end = n_ - next_ * bucket_;
+      return frontier_ <= (end > bucket_ ? end - bucket_ : 0);
+    });
+    if (quit_) return;
+    const size_t end = n_ - next_ * bucket_, start = end > bucket_ ? end - bucket_ : 0;
+    ++next_;
+    const bool failed = !error_.ok();
+    float* grads = grads_;
+    lock.unlock();
+    const Status st = failed ? Status::Ok() : collective_->AllReduceSum(std::span<float>(grads + start, end - start));
+    lock.lock();
+    if (!st.ok() && error_.ok()) error_ = st;
+    ++done_;
+    cv_.notify_all();
+  }
 }
 
 }  // namespace shoal::nn

@@ -11,11 +11,14 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "backend/backend.h"
+#include "backend/collective.h"
 #include "shoal/status.h"
 
 namespace shoal::nn {
@@ -51,6 +54,50 @@ class RankPool {
   bool quit_ = false;
   std::vector<Status> results_;
   std::vector<std::thread> threads_;
+};
+
+
+// DDP's gradient buckets (Li et al. 2020, "PyTorch Distributed"): the gradient arena cut into
+// buckets of `bucket` floats, all-reduced from the last to the first, the order in which the
+// backward pass finishes them, on a thread of the rank's own while the backward pass goes on.
+// The model announces each range of the arena that is final (Model::set_gradient_ready); a
+// bucket goes once everything from its start to the end of the arena is final. Every rank
+// reduces the same buckets in the same order whatever its model announced (a rank with an
+// empty shard announces nothing and reduces them all at Finish), so the collective's calls
+// pair up; each element is scaled and summed as one all-reduce of the whole arena would, so
+// the result has the same bits.
+class GradientBuckets {
+ public:
+  GradientBuckets(Collective* collective, Backend* backend, size_t n, size_t bucket);
+  ~GradientBuckets();
+  GradientBuckets(const GradientBuckets&) = delete;
+  GradientBuckets& operator=(const GradientBuckets&) = delete;
+
+  // A step begins: `grads` (n floats on the rank's backend) becomes final range by range; each
+  // bucket is scaled by `share` (the rank's share of the minibatch) and then summed.
+  void Begin(float* grads, float share);
+  // [offset, offset + count) is final (the model's backward pass, on the compute thread).
+  void Ready(size_t offset, size_t count);
+  // The whole arena is final: the buckets left go, and this waits for all; the first error.
+  Status Finish();
+  size_t buckets() const { return count_; }
+
+ private:
+  void Loop();
+
+  Collective* collective_;
+  Backend* backend_;
+  size_t n_, bucket_, count_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  float* grads_ = nullptr;
+  float share_ = 1.0f;
+  bool active_ = false, quit_ = false;
+  size_t frontier_ = 0;                 // [frontier_, n) is final
+  std::map<size_t, size_t> ahead_;      // final ranges above no frontier yet: end -> offset
+  size_t next_ = 0, done_ = 0;          // buckets started, finished (in the fixed order)
+  Status error_;
+  std::thread thread_;
 };
 
 }  // namespace shoal::nn

@@ -238,9 +238,13 @@ LossSums Gpt::ForwardBackward(const float* params, const Batch& batch, float* gr
   backend_->GemmEx(false, false, n, D, vocab_, 1.0f, dlogits_.get(), params + tok_emb_, 0.0f, dtmp_.get(), precision_);
   backend_->LayerNormBackward(n, D, xs_[spec_.layers].get(), params + lnf_w_, meanf_.get(), rstdf_.get(), dtmp_.get(),
                               dx_.get(), grads + lnf_w_, grads + lnf_b_);
+  AnnounceGradient(lnf_w_, num_params_ - lnf_w_);  // the final layer norm ends the arena
   for (int l = spec_.layers - 1; l >= 0; --l) {
     if (spec_.checkpoint) BlockForward(params, l, rows, seq, &acts_[0]);  // recompute from the kept input
     BlockBackward(params, l, rows, seq, ActsOf(l), grads, dx_.get());
+    // A block's parameters are contiguous, from its first layer norm to its MLP's bias.
+    const Block& b = blocks_[static_cast<size_t>(l)];
+    AnnounceGradient(b.ln1_w, b.mlp_proj.bias_offset() + b.mlp_proj.out() - b.ln1_w);
   }
   // x0 = tok_emb[tokens] + pos_emb: every sequence adds into the position rows it used.
   const size_t sd = static_cast<size_t>(seq) * D, td = static_cast<size_t>(spec_.ctx) * D;

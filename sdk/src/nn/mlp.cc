@@ -138,6 +138,8 @@ LossSums Mlp::ForwardBackward(const float* params, const Batch& batch, float* gr
     // The first layer's dL/dx is never needed: skip that GEMM.
     float* dinput = i == 0 ? nullptr : grad_b_.get();
     layers_[i].Backward(backend_, params, input, grad_a_.get(), rows, grads, dinput, precision_);
+    const Linear& layer = layers_[i];  // W then b, contiguous
+    AnnounceGradient(layer.weight_offset(), layer.bias_offset() + layer.out() - layer.weight_offset());
     if (i > 0) {
       // dL/d(pre_[i-1]) = f'(pre_[i-1]) * dL/d(post_[i-1]), back into grad_a_.
       ActivationBackward(backend_, activation_, static_cast<size_t>(rows) * layers_[i - 1].out(),

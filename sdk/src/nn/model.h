@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -111,8 +112,22 @@ class Model {
   // The forward pass and the loss, without gradients (evaluation). Returns as ForwardBackward.
   virtual LossSums ForwardLoss(const float* params, const Batch& batch) = 0;
 
+  // Data-parallel ranks (nn/data_parallel.h, GradientBuckets): called during ForwardBackward,
+  // on its thread, each time a range [offset, offset + count) of the gradient arena is final
+  // (its backward work enqueued on the backend), as the backward pass finishes them, from the
+  // arena's end towards its start. Ranges never announced are final when ForwardBackward
+  // returns. Empty (the default): nothing is called.
+  using GradientReady = std::function<void(size_t offset, size_t count)>;
+  void set_gradient_ready(GradientReady ready) { gradient_ready_ = std::move(ready); }
+
  protected:
   Model() = default;
+  void AnnounceGradient(size_t offset, size_t count) const {
+    if (gradient_ready_) gradient_ready_(offset, count);
+  }
+
+ private:
+  GradientReady gradient_ready_;
 };
 
 }  // namespace shoal::nn

@@ -588,6 +588,56 @@ TEST_F(BuiltinTrainerTest, DataParallelRanksSplitTokenWindows) {
   EXPECT_LT(RelativeMaxDiff(deltas[2], deltas[0]), 1e-3);
 }
 
+// Gradient buckets (DDP's, all-reduced while the backward pass goes on) give the bits of one
+// all-reduce after it: every element is scaled and summed the same way, whatever the buckets.
+TEST_F(BuiltinTrainerTest, GradientBucketsGiveTheBitsOfOneAllReduce) {
+  TaskConfig task = Task("mlp:8,6");
+  task.batch_size = 7;
+  const std::vector<float> global = InitialModel(task);
+  RoundConfig round;
+  round.round = 1;
+  round.local_epochs = 2;
+  round.learning_rate = 0.1f;
+  auto train = [&](uint32_t ranks, size_t bucket_bytes) {
+    BuiltinTrainerOptions o = Options();
+    o.ranks = ranks;
+    o.bucket_bytes = bucket_bytes;
+    auto trainer = Make(o, task);
+    TrainResult r;
+    EXPECT_TRUE(trainer && trainer->Train(global, round, TrainContext{}, &r).ok()) << ranks << " " << bucket_bytes;
+    return r.delta;
+  };
+  for (uint32_t ranks : {2u, 3u, 8u}) {
+    const std::vector<float> whole = train(ranks, 0);
+    for (size_t bucket : {size_t{4}, size_t{28}, size_t{64}, size_t{25} << 20})  // 1 float to all of it
+      EXPECT_EQ(train(ranks, bucket), whole) << ranks << " ranks, buckets of " << bucket << " bytes";
+  }
+  // A gpt announces its final layer norm and each block; its embeddings go at the end.
+  const std::string text = dir_ + "/text.txt";
+  {
+    std::ofstream out(text);
+    for (int i = 0; i < 60; ++i) out << "the cat sat on the mat. the dog sat on the log.\n";
+  }
+  const TaskConfig gpt = GptTask("text:" + text, 4);
+  RoundConfig steps;
+  steps.round = 1;
+  steps.local_steps = 4;
+  std::vector<std::vector<float>> deltas;
+  for (size_t bucket : {size_t{0}, size_t{512}, size_t{25} << 20}) {
+    BuiltinTrainerOptions o = Options();
+    o.dataset = gpt.dataset;
+    o.ranks = 2;
+    o.bucket_bytes = bucket;
+    auto trainer = Make(o, gpt);
+    ASSERT_TRUE(trainer);
+    TrainResult r;
+    ASSERT_TRUE(trainer->Train(GptInit(gpt), steps, TrainContext{}, &r).ok());
+    deltas.push_back(r.delta);
+  }
+  EXPECT_EQ(deltas[1], deltas[0]);
+  EXPECT_EQ(deltas[2], deltas[0]);
+}
+
 TEST(DataParallel, RankDevicesAndThePoolRunEveryRankOnItsOwnThread) {
   EXPECT_EQ(*nn::RankDevices("cpu", 3), (std::vector<std::string>{"cpu", "cpu", "cpu"}));
   EXPECT_EQ(*nn::RankDevices("cuda:2", 2), (std::vector<std::string>{"cuda:2", "cuda:3"}));
