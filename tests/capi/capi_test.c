@@ -167,6 +167,7 @@ static void test_misuse(void) {
   shoal_builtin_options b;
   CHECK_STATUS(shoal_builtin_options_init(&b, sizeof b), SHOAL_OK);
   CHECK(b.struct_size == sizeof b && strcmp(b.dataset, "digits") == 0 && b.partition_count == 1);
+  CHECK(b.ranks == 1 && b.bucket_bytes == (size_t)25 << 20);
   CHECK_STATUS(shoal_client_use_builtin_trainer(NULL, &b), SHOAL_INVALID_ARGUMENT);
   CHECK_STATUS(shoal_client_run(NULL), SHOAL_INVALID_ARGUMENT);
   int finished = 7;
@@ -246,6 +247,10 @@ static void test_misuse(void) {
   b.partition_count = 2;
   CHECK_STATUS(shoal_client_use_builtin_trainer(c, &b), SHOAL_INVALID_ARGUMENT);
   CHECK_ERROR_MENTIONS("partition_index");
+  CHECK_STATUS(shoal_builtin_options_init(&b, sizeof b), SHOAL_OK);
+  b.ranks = 0;
+  CHECK_STATUS(shoal_client_use_builtin_trainer(c, &b), SHOAL_INVALID_ARGUMENT);
+  CHECK_ERROR_MENTIONS("ranks must be at least 1");
   CHECK_STATUS(shoal_builtin_options_init(&b, sizeof b), SHOAL_OK);
   b.dataset = "csv:/nonexistent/shoal-capi.csv";
   CHECK_STATUS(shoal_client_use_builtin_trainer(c, &b), SHOAL_NOT_FOUND);

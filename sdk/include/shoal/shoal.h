@@ -9,7 +9,8 @@
  *
  * ABI history: 1: the client, trainer and datasets. 2: peers (shoal_peer_*), and
  * shoal_round.keep_optimizer_state. Fields added since at the end of a struct (compatible,
- * read when struct_size covers them): shoal_peer_options.overlap.
+ * read when struct_size covers them): shoal_peer_options.overlap; shoal_builtin_options.ranks and
+ * bucket_bytes.
  *
  * Conventions, for every function below:
  * - Fallible functions return a shoal_status (SHOAL_OK = 0). No C++ exception ever crosses
@@ -263,6 +264,12 @@ typedef struct shoal_builtin_options {
   const char* partition_scheme;  /* "iid" or "dirichlet:ALPHA". Default: "iid" */
   const char* device;            /* "auto", "cpu", "cuda[:N]". Default: "auto" */
   const char* precision;         /* "fp32", "tf32", "bf16", "fp16". Default: "fp32" */
+  uint32_t ranks;                /* data-parallel ranks on `device` (threads on "cpu", one GPU each on "cuda",
+                                    NCCL): each step's minibatch split among them, their gradients all-reduced;
+                                    one update a round (shoal/trainer.h, BuiltinTrainerOptions::ranks). >= 1.
+                                    Default: 1 */
+  size_t bucket_bytes;           /* with several ranks: the gradient all-reduced in buckets of this many bytes
+                                    during the backward pass; 0 = all of it after. Default: 25 MiB */
 } shoal_builtin_options;
 /* As shoal_client_options_init: pass sizeof(shoal_builtin_options). */
 SHOAL_EXPORT shoal_status shoal_builtin_options_init(shoal_builtin_options* options, size_t struct_size);

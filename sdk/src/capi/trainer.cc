@@ -152,6 +152,9 @@ StatusOr<BuiltinTrainerOptions> BuiltinOptions(const shoal_builtin_options* opti
   b.partition_scheme = Str(options->partition_scheme, "iid");
   b.device = Str(options->device, "auto");
   b.precision = Str(options->precision, "fp32");
+  if (options->struct_size >= SHOAL_SIZE_THROUGH(shoal_builtin_options, ranks)) b.ranks = options->ranks;
+  if (options->struct_size >= SHOAL_SIZE_THROUGH(shoal_builtin_options, bucket_bytes)) b.bucket_bytes = options->bucket_bytes;
+  if (b.ranks == 0) return Status::InvalidArgument("ranks must be at least 1");
   if (b.partition_count == 0 || b.partition_index >= b.partition_count)
     return Status::InvalidArgument("partition_index " + std::to_string(b.partition_index) +
                                    " must be below partition_count " + std::to_string(b.partition_count));
@@ -186,6 +189,9 @@ shoal_status shoal_builtin_options_init(shoal_builtin_options* options, size_t s
     options->partition_scheme = "iid";
     options->device = "auto";
     options->precision = "fp32";
+    if (struct_size >= SHOAL_SIZE_THROUGH(shoal_builtin_options, ranks)) options->ranks = 1;
+    if (struct_size >= SHOAL_SIZE_THROUGH(shoal_builtin_options, bucket_bytes))
+      options->bucket_bytes = shoal::BuiltinTrainerOptions{}.bucket_bytes;
     return SHOAL_OK;
   });
 }

@@ -118,7 +118,10 @@ std::optional<runtime::UpdatePipeline::Failure> Service::Impl::AddPartialSum(con
   if (o_.max_update_norm > 0) {  // of the mean the partial sum stands for
     double norm2 = 0.0;
     const double w = static_cast<double>(sum->total_weight());
-    for (size_t i = 0; i < sum->size(); ++i) norm2 += (sum->Value(i) / w) * (sum->Value(i) / w);
+    for (size_t i = 0; i < sum->size(); ++i) {
+      const double mean = sum->Value(i) / w;
+      norm2 += mean * mean;
+    }
     if (!(std::sqrt(norm2) <= o_.max_update_norm))
       return Failure{runtime::Refusal::kTooLarge,
                      Status::InvalidArgument("the partial sum's mean has L2 norm " + std::to_string(std::sqrt(norm2)) +

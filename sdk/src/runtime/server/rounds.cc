@@ -179,7 +179,7 @@ Status Service::Impl::CloseRound() {
     spdlog::warn("round {}: {} updates, fewer than --min-results {}; model unchanged", round_.number, results.size(),
                  o_.min_results);
   }
-  global_hash_ = crypto::ModelHash(global_.span());
+  if (!edge_) global_hash_ = crypto::ModelHash(global_.span());  // an edge's is the parent's, unchanged
   // The root evaluates the model; an edge holds the root's model and leaves that to it (its
   // metrics line has no test_ fields).
   const EvalResult eval = edge_ ? EvalResult{} : nn::Evaluate(*model_, global_.span(), test_);
