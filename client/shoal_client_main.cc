@@ -11,6 +11,7 @@
 
 #include "core/cli.h"
 #include "core/cli_options.h"
+#include "core/data_parallel_flags.h"
 #include "shoal/data.h"
 #include "shoal/client.h"
 #include "shoal/config.h"
@@ -84,8 +85,7 @@ int main(int argc, char** argv) {
   std::string config_file, log_level, partition = "0/1", max_frame = "64M";
   std::string log_format = "text";
   uint64_t seed = 0;
-  uint32_t gpus = 0;
-  double bucket_mb = 25;
+  shoal::cli::DataParallelFlags dp;
   double connect_timeout_s = 30, reconnect_timeout_s = 120;
   bool no_progress = false;
 
@@ -111,9 +111,6 @@ int main(int argc, char** argv) {
       ("seed", po::value(&seed), "must equal the aggregator's --seed if given (the split derives from it)")
       ("device", po::value(&to.device)->default_value(to.device), "auto, cpu or cuda[:N]")
       ("precision", po::value(&to.precision)->default_value(to.precision), "GEMM precision: fp32, tf32, bf16 or fp16 (fp32 master weights; fp16 with dynamic loss scaling)")
-      ("gpus", po::value(&gpus), "train data-parallel on N GPUs (cuda:0..N-1, or from --device cuda:K on; NCCL all-reduces the gradients); one update a round")
-      ("ranks", po::value(&to.ranks)->default_value(to.ranks), "data-parallel ranks on --device: threads on the cpu, one GPU each on cuda")
-      ("bucket-mb", po::value(&bucket_mb)->default_value(bucket_mb), "data-parallel: all-reduce the gradient in buckets of this many MiB during the backward pass (0 = all of it after)")
       ("connect-timeout", po::value(&connect_timeout_s)->default_value(connect_timeout_s), "seconds to wait for the aggregator to answer")
       ("reconnect-timeout", po::value(&reconnect_timeout_s)->default_value(reconnect_timeout_s), "seconds to keep retrying after losing it")
       ("max-frame", po::value(&max_frame)->default_value(max_frame), "largest frame accepted (bytes, or K/M/G)")
@@ -121,6 +118,7 @@ int main(int argc, char** argv) {
       ("log-level", po::value(&log_level)->default_value("info"), "trace, debug, info, warn, error or off")
       ("log-format", po::value(&log_format)->default_value(log_format), "text, or json (one object per line)");
 
+  opts.add(shoal::cli::DataParallelOptions(to, dp));
   po::variables_map vm;
   if (auto exit_code = shoal::cli::ParseOptions(argc, argv, opts, vm, kProgram)) return *exit_code;
   if (auto st = shoal::cli::InitLogging(log_level, "client", log_format); !st.ok()) return shoal::cli::Fail(kProgram, st.message(), 2);
@@ -129,15 +127,7 @@ int main(int argc, char** argv) {
   to.partition_index = part->index;
   to.partition_count = part->count;
   if (vm.count("seed")) to.seed = seed;
-  if (vm.count("gpus")) {  // --gpus N: N ranks, one GPU each
-    if (!vm["ranks"].defaulted() || gpus == 0 || to.device == "cpu")
-      return shoal::cli::Fail(kProgram, "--gpus N (N >= 1) takes GPUs: not with --ranks or --device cpu", 2);
-    to.ranks = gpus;
-    if (to.device == "auto") to.device = "cuda";
-  }
-  if (to.ranks == 0) return shoal::cli::Fail(kProgram, "--ranks must be at least 1", 2);
-  if (!(bucket_mb >= 0 && bucket_mb <= 4096)) return shoal::cli::Fail(kProgram, "--bucket-mb must be in [0, 4096]", 2);
-  to.bucket_bytes = static_cast<size_t>(bucket_mb * (1 << 20));
+  if (auto st = shoal::cli::ApplyDataParallelFlags(vm, dp, to); !st.ok()) return shoal::cli::Fail(kProgram, st.message(), 2);
   auto frame = shoal::cli::ParseByteSize(max_frame);
   if (!frame.ok()) return shoal::cli::Fail(kProgram, "--max-frame: " + frame.status().message(), 2);
   co.max_frame_bytes = *frame;

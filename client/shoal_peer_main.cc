@@ -8,6 +8,7 @@
 
 #include "core/cli.h"
 #include "core/cli_options.h"
+#include "core/data_parallel_flags.h"
 #include "shoal/config.h"
 #include "shoal/data.h"
 #include "shoal/peer.h"
@@ -92,9 +93,12 @@ int main(int argc, char** argv) {
       ("metrics-listen", po::value(&metrics_listen),
        "serve Prometheus metrics at http://HOST:PORT/metrics (HOST:PORT, or PORT alone for 127.0.0.1)");
 
+  shoal::cli::DataParallelFlags dp;
+  opts.add(shoal::cli::DataParallelOptions(o.data, dp));
   po::variables_map vm;
   if (auto code = shoal::cli::ParseOptions(argc, argv, opts, vm, kProgram)) return *code;
   if (auto st = shoal::cli::InitLogging(log_level, "peer", log_format); !st.ok()) return shoal::cli::Fail(kProgram, st.message(), 2);
+  if (auto st = shoal::cli::ApplyDataParallelFlags(vm, dp, o.data); !st.ok()) return shoal::cli::Fail(kProgram, st.message(), 2);
   o.task.dataset = o.data.dataset;
   auto part = shoal::data::ParsePartition(partition);
   if (!part.ok()) return shoal::cli::Fail(kProgram, "--partition: " + part.status().message(), 2);

@@ -517,8 +517,11 @@ TEST(Peers, DilocoConverges) {
   const std::vector<std::string> task = {"--mode", "diloco", "--model", "mlp:32", "--seed", "7", "--client-optimizer",
                                          "adamw", "--lr", "0.003", "--diloco-inner-steps", "30", "--steps", "10",
                                          "--min-peers", "3", "--eval-every", "1"};
-  for (int i = 0; i < 3; ++i) swarm.Start(i, 3, task);
+  // Peer 1 is itself a data-parallel job (two CPU ranks for its inner steps): still one update
+  // an outer step, the same swarm model.
+  for (int i = 0; i < 3; ++i) swarm.Start(i, 3, i == 1 ? Concat(task, {"--ranks", "2"}) : task);
   for (auto& p : swarm.peers) EXPECT_EQ(p->Wait(seconds(120)), 0) << p->Stderr();
+  EXPECT_NE(swarm.peers[1]->Stderr().find("x 2 data-parallel ranks"), std::string::npos) << swarm.peers[1]->Stderr();
   std::vector<std::map<uint64_t, nlohmann::json>> steps;
   for (int i = 0; i < 3; ++i) steps.push_back(Steps(swarm.Metrics(i)));
   ExpectSameHashes(steps);

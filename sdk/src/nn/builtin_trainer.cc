@@ -195,8 +195,9 @@ Status BuiltinTrainer::Configure(const TaskConfig& task) {
     }
   }
   configured_ = true;
-  // One line per client process; the simulator's thousands of trainers log it at debug.
-  spdlog::log(part_ ? spdlog::level::debug : spdlog::level::info,
+  // One line per client process; the simulator's thousands of trainers log it at debug (data-
+  // parallel ones, peers', at info).
+  spdlog::log(part_ && R == 1 ? spdlog::level::debug : spdlog::level::info,
               "builtin trainer: {} on {} part {}/{} ({}): {} examples, {} parameters, backend {}{}, precision {}",
               ranks_[0].model->spec(), dataset_.name, options_.partition_index, options_.partition_count,
               options_.partition_scheme, local_.n, n, ranks_[0].backend->name(),
@@ -456,6 +457,23 @@ Status BuiltinTrainer::Evaluate(std::span<const float> params, EvalResult* out) 
   return Status::Ok();
 }
 
+// The ranks' devices and backends (one rank: options.device as given); their group is made at
+// the first round (and again after an abort), but checked here so that a bad setting fails now.
+struct Ranks {
+  std::vector<std::string> devices;
+  std::vector<std::unique_ptr<Backend>> backends;
+};
+StatusOr<Ranks> MakeRanks(const BuiltinTrainerOptions& options) {
+  Ranks r;
+  SHOAL_ASSIGN_OR_RETURN(r.devices, nn::RankDevices(options.device, static_cast<int>(options.ranks)));
+  for (const std::string& device : r.devices) {
+    SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, MakeBackend(device));
+    r.backends.push_back(std::move(backend));
+  }
+  if (r.devices.size() > 1) SHOAL_RETURN_IF_ERROR(MakeCollectiveGroup(r.devices).status().WithContext("data-parallel ranks"));
+  return r;
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Trainer>> MakeBuiltinTrainer(const BuiltinTrainerOptions& options) {
@@ -469,16 +487,9 @@ StatusOr<std::unique_ptr<Trainer>> MakeBuiltinTrainer(const BuiltinTrainerOption
   SHOAL_ASSIGN_OR_RETURN(Precision precision, ParsePrecision(options.precision));
   if (!(options.fp16_loss_scale >= 1.0f && options.fp16_loss_scale <= 3.0e38f))
     return Status::InvalidArgument("fp16 loss scale must be in [1, 3e38], got " + std::to_string(options.fp16_loss_scale));
-  // The ranks' devices and backends; their group is made at the first round (and after an abort).
-  SHOAL_ASSIGN_OR_RETURN(std::vector<std::string> devices, nn::RankDevices(options.device, static_cast<int>(options.ranks)));
-  std::vector<std::unique_ptr<Backend>> backends;
-  for (const std::string& device : devices) {
-    SHOAL_ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, MakeBackend(device));
-    backends.push_back(std::move(backend));
-  }
-  if (devices.size() > 1) SHOAL_RETURN_IF_ERROR(MakeCollectiveGroup(devices).status().WithContext("data-parallel ranks"));
-  return std::unique_ptr<Trainer>(std::make_unique<BuiltinTrainer>(options, std::move(dataset), std::move(backends),
-                                                                   std::move(devices), precision));
+  SHOAL_ASSIGN_OR_RETURN(Ranks ranks, MakeRanks(options));
+  return std::unique_ptr<Trainer>(std::make_unique<BuiltinTrainer>(options, std::move(dataset), std::move(ranks.backends),
+                                                                   std::move(ranks.devices), precision));
 }
 
 namespace nn {
@@ -486,18 +497,15 @@ namespace nn {
 StatusOr<std::unique_ptr<Trainer>> MakeBuiltinTrainerOnPart(const BuiltinTrainerOptions& options,
                                                            std::shared_ptr<const data::Dataset> part) {
   SHOAL_ASSIGN_OR_RETURN(Precision precision, ParsePrecision(options.precision));
-  if (options.ranks != 1) return Status::InvalidArgument("a trainer on a shared part runs one rank");
-  std::vector<std::unique_ptr<Backend>> backends;
-  SHOAL_ASSIGN_OR_RETURN(backends.emplace_back(), MakeBackend(options.device));
+  SHOAL_ASSIGN_OR_RETURN(Ranks ranks, MakeRanks(options));
   data::Dataset shape;
   shape.name = part->name;
   shape.kind = part->kind;
   shape.dim = part->dim;
   shape.num_classes = part->num_classes;
   shape.vocab_size = part->vocab_size;
-  return std::unique_ptr<Trainer>(std::make_unique<BuiltinTrainer>(options, std::move(shape), std::move(backends),
-                                                                   std::vector<std::string>{options.device}, precision,
-                                                                   std::move(part)));
+  return std::unique_ptr<Trainer>(std::make_unique<BuiltinTrainer>(options, std::move(shape), std::move(ranks.backends),
+                                                                   std::move(ranks.devices), precision, std::move(part)));
 }
 
 }  // namespace nn
