@@ -176,6 +176,10 @@ Status BuiltinTrainer::Configure(const TaskConfig& task) {
   task_ = task;
   local_ = std::move(local);
   seq_ = models[0]->max_seq_len();
+  // Another task (an aggregator restarted with other flags): the buckets and the group were
+  // sized for the old model; Train makes them again.
+  for (Rank& k : ranks_) k.buckets.reset();
+  group_.clear();
   for (size_t r = 0; r < R; ++r) {
     Rank& k = ranks_[r];
     Backend* backend = k.backend.get();

@@ -558,6 +558,20 @@ TEST_F(BuiltinTrainerTest, DataParallelRanksTrainTheOneRankRound) {
     EXPECT_LT(RelativeMaxDiff(many.delta, one.delta), 1e-4) << ranks << " ranks";
     EXPECT_NEAR(many.metrics[0].second, one.metrics[0].second, 1e-6) << "train_loss, " << ranks << " ranks";
   }
+  // Another task on the same trainer (an aggregator restarted with another model): its ranks,
+  // group and buckets follow the new model.
+  BuiltinTrainerOptions o = Options();
+  o.ranks = 3;
+  o.bucket_bytes = 64;
+  auto trainer = Make(o, task);
+  ASSERT_TRUE(trainer);
+  TrainResult r;
+  ASSERT_TRUE(trainer->Train(global, round, TrainContext{}, &r).ok());
+  const TaskConfig bigger = Task("mlp:16,16");
+  ASSERT_TRUE(trainer->Configure(bigger).ok());
+  ASSERT_TRUE(trainer->Train(InitialModel(bigger), round, TrainContext{}, &r).ok());
+  EXPECT_EQ(r.delta.size(), InitialModel(bigger).size());
+  EXPECT_GT(Norm(r.delta), 0.1);
 }
 
 // Token windows split the same way: a gpt's round on 2 ranks is the one-rank round.
