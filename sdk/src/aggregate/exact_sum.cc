@@ -1,5 +1,7 @@
 #include "aggregate/exact_sum.h"
 
+#include "aggregate/exact_sum_bits.h"
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -9,15 +11,11 @@ namespace shoal::aggregator {
 namespace {
 
 using u128 = UInt128;
-constexpr int kWideUnit = -149;  // exponent of the wide form's least significant bit
-constexpr int kWideBits = 384;
-
-// Bits needed for |v| (0 for 0).
-int BitLength(u128 v) {
-  const auto hi = static_cast<uint64_t>(v >> 64);
-  return hi ? 128 - std::countl_zero(hi) : 64 - std::countl_zero(static_cast<uint64_t>(v));
-}
-u128 Magnitude(Int128 v) { return v < 0 ? -static_cast<u128>(v) : static_cast<u128>(v); }
+using exact::AddWide;
+using exact::BitLength;
+using exact::kWideUnit;
+using exact::Magnitude;
+using exact::WideNegative;
 
 // Nearest double (ties to even) to  mag * 2^exp  for mag < 2^128: keep the top 64 bits and fold
 // every dropped bit into the lowest kept one (a sticky bit), so the one rounding, in the
@@ -53,16 +51,6 @@ std::array<uint64_t, 6> ToWide(Int128 v, int shift) {
   return w;
 }
 
-void AddWide(std::array<uint64_t, 6>& acc, const std::array<uint64_t, 6>& x) {
-  unsigned char carry = 0;
-  for (int i = 0; i < 6; ++i) {
-    const u128 s = static_cast<u128>(acc[i]) + x[i] + carry;
-    acc[i] = static_cast<uint64_t>(s);
-    carry = static_cast<unsigned char>(s >> 64);
-  }
-}
-
-bool WideNegative(const std::array<uint64_t, 6>& w) { return (w[5] >> 63) != 0; }
 bool WideZero(const std::array<uint64_t, 6>& w) {
   for (uint64_t l : w)
     if (l) return false;
@@ -72,10 +60,7 @@ bool WideZero(const std::array<uint64_t, 6>& w) {
 // The correctly rounded double of a wide value.
 double WideToDouble(std::array<uint64_t, 6> w) {
   const bool negative = WideNegative(w);
-  if (negative) {  // two's complement negation: invert, add one
-    for (auto& l : w) l = ~l;
-    AddWide(w, {1, 0, 0, 0, 0, 0});
-  }
+  w = exact::WideMagnitude(w);
   int top = 5;
   while (top > 0 && w[top] == 0) --top;
   // Take the 128 bits ending at the top non-zero limb; lower limbs become the sticky bit.

@@ -12,7 +12,7 @@
 //   2^-149, the exact form's wide value)
 // A typical coordinate of a sum of float updates takes 7 to 9 bytes before compression.
 //
-// Refuses (Corruption): not one zstd frame, or a content size beyond MaxSerializedBytes(n); a
+// Refuses (Corruption): not one zstd frame, or a content size beyond the layout's largest; a
 // wrong magic or n; a count of 0 with a weight, or more Adds than weight; a weight above 2^63;
 // a tag, length or exponent out of range, or a length byte with a zero top byte; wide entries
 // out of order, outside n, not marked 0xff, or marked and missing; trailing bytes; and any
@@ -26,6 +26,7 @@
 #include <string>
 
 #include "aggregate/exact_sum.h"
+#include "aggregate/exact_sum_bits.h"
 
 namespace shoal::aggregator {
 namespace {
@@ -33,7 +34,6 @@ namespace {
 constexpr char kMagic[4] = {'S', 'X', 'S', '1'};
 constexpr size_t kHeaderBytes = 4 + 4 * 8;
 constexpr uint8_t kWideTag = 0xff;
-constexpr int kWideUnit = -149;
 constexpr size_t kWideEntryBytes = 8 + 6 * 8;
 
 template <typename T>
@@ -60,30 +60,22 @@ class Reader {
   size_t pos_ = 0;
 };
 
-int BitLength128(UInt128 v) {
-  const auto hi = static_cast<uint64_t>(v >> 64);
-  return hi ? 128 - std::countl_zero(hi) : 64 - std::countl_zero(static_cast<uint64_t>(v));
-}
-
-// Bits of a wide value's magnitude (two's complement limbs).
-int WideBitLength(std::array<uint64_t, 6> w) {
-  if (w[5] >> 63) {  // negate: invert and add one
-    unsigned carry = 1;
-    for (auto& l : w) {
-      l = ~l + carry;
-      carry = carry && l == 0;
-    }
-  }
+// Bits of a wide value's magnitude.
+int WideBitLength(const exact::Wide& w) {
+  const exact::Wide m = exact::WideMagnitude(w);
   for (int k = 5; k >= 0; --k)
-    if (w[k]) return 64 * k + 64 - std::countl_zero(w[k]);
+    if (m[k]) return 64 * k + 64 - std::countl_zero(m[k]);
   return 0;
 }
 
 Status Bad(const std::string& why) { return Status::Corruption("partial sum: " + why); }
 
+// The layout's largest size for n coordinates (each in the wide form), before compression.
+size_t MaxRawBytes(size_t n) { return kHeaderBytes + n * (1 + kWideEntryBytes); }
+
 }  // namespace
 
-size_t ExactSum::MaxSerializedBytes(size_t n) { return kHeaderBytes + n * (1 + kWideEntryBytes); }
+size_t ExactSum::MaxSerializedBytes(size_t n) { return ZSTD_compressBound(MaxRawBytes(n)); }
 
 std::vector<uint8_t> ExactSum::Serialize() const {
   if (single()) {  // written in the exact form, the only one the wire has
@@ -113,7 +105,7 @@ std::vector<uint8_t> ExactSum::Serialize() const {
       continue;
     }
     const UInt128 mag = m < 0 ? -static_cast<UInt128>(m) : static_cast<UInt128>(m);
-    const int length = (BitLength128(mag) + 7) / 8;
+    const int length = (exact::BitLength(mag) + 7) / 8;
     raw.push_back(static_cast<uint8_t>((m < 0 ? 0x80 : 0) | length));
     Put<int16_t>(raw, exponent_[i]);
     for (int b = 0; b < length; ++b) raw.push_back(static_cast<uint8_t>(mag >> (8 * b)));
@@ -136,8 +128,8 @@ StatusOr<ExactSum> ExactSum::Deserialize(std::span<const uint8_t> bytes, size_t 
   const size_t frame = ZSTD_findFrameCompressedSize(bytes.data(), bytes.size());
   if (ZSTD_isError(frame) || frame != bytes.size()) return Bad("not exactly one zstd frame");
   const unsigned long long declared = ZSTD_getFrameContentSize(bytes.data(), bytes.size());
-  if (declared == ZSTD_CONTENTSIZE_UNKNOWN || declared == ZSTD_CONTENTSIZE_ERROR || declared > MaxSerializedBytes(n))
-    return Bad("the frame does not declare a size up to " + std::to_string(MaxSerializedBytes(n)) + " bytes");
+  if (declared == ZSTD_CONTENTSIZE_UNKNOWN || declared == ZSTD_CONTENTSIZE_ERROR || declared > MaxRawBytes(n))
+    return Bad("the frame does not declare a size up to " + std::to_string(MaxRawBytes(n)) + " bytes");
   std::vector<uint8_t> raw(declared);
   const size_t got = ZSTD_decompress(raw.data(), raw.size(), bytes.data(), bytes.size());
   if (ZSTD_isError(got) || got != raw.size()) return Bad("the zstd frame does not decompress to its declared size");
@@ -166,7 +158,7 @@ StatusOr<ExactSum> ExactSum::Deserialize(std::span<const uint8_t> bytes, size_t 
   }
   s.mantissa_.assign(n, 0);
   s.exponent_.assign(n, 0);
-  const int limit = BitLength128(weight) + 129;  // a value's bit length stays below this
+  const int limit = exact::BitLength(weight) + 129;  // a value's bit length stays below this
   size_t marked = 0;
   for (size_t i = 0; i < n; ++i) {
     uint8_t tag = 0;
@@ -187,7 +179,7 @@ StatusOr<ExactSum> ExactSum::Deserialize(std::span<const uint8_t> bytes, size_t 
       mag |= static_cast<UInt128>(byte) << (8 * b);
     }
     if (byte == 0) return Bad("coordinate " + std::to_string(i) + ": a zero top byte");
-    if (e < kWideUnit || BitLength128(mag) > 127 || BitLength128(mag) + e >= limit)
+    if (e < exact::kWideUnit || exact::BitLength(mag) > 127 || exact::BitLength(mag) + e >= limit)
       return Bad("coordinate " + std::to_string(i) + ": out of range for its weight");
     const auto m = static_cast<Int128>(mag);
     s.mantissa_[i] = (tag & 0x80) ? -m : m;
@@ -203,7 +195,7 @@ StatusOr<ExactSum> ExactSum::Deserialize(std::span<const uint8_t> bytes, size_t 
       if (!r.Get(&limb)) return Bad("truncated wide list");
     if (i >= n || (k > 0 && i <= previous) || s.exponent_[i] != kInWide)
       return Bad("wide entry " + std::to_string(k) + ": index out of order or not marked wide");
-    if (WideBitLength(w) + kWideUnit >= limit) return Bad("wide coordinate " + std::to_string(i) + ": out of range");
+    if (WideBitLength(w) + exact::kWideUnit >= limit) return Bad("wide coordinate " + std::to_string(i) + ": out of range");
     previous = i;
     s.wide_[i] = w;
   }

@@ -1,7 +1,5 @@
 #include "runtime/server/service_impl.h"
 
-#include <zstd.h>
-
 namespace shoal::aggregator {
 
 static_assert(protocol::kMaxExamples == ExactSum::kMaxWeight, "every valid example count must be a valid weight");
@@ -36,7 +34,8 @@ void Service::Impl::HandleUpdate(ClientState& c, const protocol::Header& h, prot
            round_.number);
     return FailClient(c.id, "rejected: wrong encoding");
   }
-  const uint64_t max_bytes = partial ? PartialSumMaxBytes(global_.size()) : protocol::MaxCodecPayloadBytes(global_.size());
+  const uint64_t max_bytes =
+      partial ? ExactSum::MaxSerializedBytes(global_.size()) : protocol::MaxCodecPayloadBytes(global_.size());
   auto [it, inserted] = round_.assembling.try_emplace(c.id, max_bytes);
   if (inserted) {
     // A partial sum's weight is its clients' examples together: up to the exact sum's bound.
@@ -100,8 +99,6 @@ void Service::Impl::HandleUpdate(ClientState& c, const protocol::Header& h, prot
   dispatch_pending_ = true;
   Enqueue(c.id, protocol::EncodeAck(Header(h.round), true));
 }
-
-uint64_t Service::Impl::PartialSumMaxBytes(size_t n) { return ZSTD_compressBound(ExactSum::MaxSerializedBytes(n)); }
 
 // An edge aggregator's partial sum: read (every check of the wire form), its weight the one
 // its Update declared, its mean within --max-update-norm, then merged into the round's sum.

@@ -168,7 +168,6 @@ class Service::Impl {
   // An edge aggregator's assembled partial sum into the round's accumulator (ingest.cc); the
   // refusal, or nullopt and *updates = the client updates it sums.
   std::optional<runtime::UpdatePipeline::Failure> AddPartialSum(const runtime::Update& update, uint64_t* updates);
-  static uint64_t PartialSumMaxBytes(size_t n);
   void HandleResync(ClientState& c, const protocol::Header& h, const protocol::Resync& r);
   // Secure aggregation (secagg.cc): a stage message from a selected client; the round's
   // stages advanced when complete or past their deadline; the unmasked mean at the close.
