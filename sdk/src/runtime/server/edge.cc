@@ -80,23 +80,16 @@ Status Service::Impl::AdoptParentModel(EdgeOrder& order) {
   return Status::Ok();
 }
 
-void Service::Impl::ReportToParent(const std::vector<Reported>& results) {
-  if (results.size() < o_.min_results)
-    return edge_->Fail(round_.number, std::to_string(results.size()) + " updates, fewer than --min-results " +
-                                          std::to_string(o_.min_results));
+void Service::Impl::ReportToParent(size_t reported, double train_loss) {
+  if (reported < o_.min_results)
+    return edge_->Fail(round_.number,
+                       std::to_string(reported) + " updates, fewer than --min-results " + std::to_string(o_.min_results));
   const auto* partial = dynamic_cast<const PartialSumAccumulator*>(round_.accumulator.get());
   if (!partial) return edge_->Fail(round_.number, "internal: the edge's round has no partial sum");
-  double loss = 0.0;
-  uint64_t weight = 0;
-  for (const Reported& r : results) {
-    if (!r.report.train_loss) continue;
-    loss += *r.report.train_loss * static_cast<double>(r.num_examples);
-    weight += r.num_examples;
-  }
   const ExactSum& sum = partial->sum();
   spdlog::info("edge: round {}: the partial sum of {} updates ({} examples) goes up", round_.number, sum.count(),
                sum.total_weight());
-  edge_->Deliver(round_.number, sum.Serialize(), sum.total_weight(), weight ? loss / static_cast<double>(weight) : 0.0);
+  edge_->Deliver(round_.number, sum.Serialize(), sum.total_weight(), train_loss);
 }
 
 }  // namespace shoal::aggregator

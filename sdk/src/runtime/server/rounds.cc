@@ -147,10 +147,10 @@ Status Service::Impl::CloseRound() {
   std::vector<ClientFailure> failures;
   for (auto& [id, f] : round_.failures) failures.push_back(f);
 
+  // An edge applies nothing: its model is the parent's, and its partial sum goes up below,
+  // with the round's report.
   bool updated = false;
-  if (edge_) {
-    ReportToParent(results);  // the parent applies; this edge's model is the parent's
-  } else if (results.size() >= o_.min_results) {
+  if (!edge_ && results.size() >= o_.min_results) {
     SHOAL_ASSIGN_OR_RETURN(auto delta, round_.accumulator->Finish(failures));
     if (delta) {
       // The download codec compresses the global delta. The aggregator applies the DECODED
@@ -175,7 +175,7 @@ Status Service::Impl::CloseRound() {
         spdlog::error("round {}: the aggregate would make the model non-finite; model unchanged", round_.number);
       }
     }
-  } else {
+  } else if (!edge_) {
     spdlog::warn("round {}: {} updates, fewer than --min-results {}; model unchanged", round_.number, results.size(),
                  o_.min_results);
   }
@@ -241,6 +241,7 @@ Status Service::Impl::CloseRound() {
   r.handshakes_refused = server_->handshakes().failed_auth;
   r.secure = server_->secure();
   r.allow_list_keys = allow_list_ ? allow_list_->size() : 0;
+  if (edge_) ReportToParent(r.clients_reported, r.train_loss);
   nlohmann::json line = {
       {"round", r.round},
       {"clients_selected", r.clients_selected},

@@ -228,7 +228,8 @@ class Service::Impl {
   // delta to relay; sends the round's partial sum up (or says why there is none).
   Status StartEdge();
   Status AdoptParentModel(EdgeOrder& order);
-  void ReportToParent(const std::vector<Reported>& results);
+  // `reported`: the round's updates; `train_loss`: their example-weighted mean loss.
+  void ReportToParent(size_t reported, double train_loss);
 
   // Asynchronous strategies (buffered.cc).
   // Gives the current round's task to idle clients that have not trained on this model yet,
