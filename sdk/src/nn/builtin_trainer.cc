@@ -67,7 +67,7 @@ class BuiltinTrainer final : public Trainer {
                  std::vector<std::string> devices, Precision precision, std::shared_ptr<const data::Dataset> part = nullptr)
       : options_(std::move(options)), dataset_(std::move(dataset)), part_(std::move(part)), devices_(std::move(devices)),
         precision_(precision), scaler_(ScalerOptions(options_)), pool_(static_cast<int>(backends.size())) {
-    for (auto& b : backends) ranks_.push_back(Rank{.backend = std::move(b)});
+    for (auto& b : backends) ranks_.emplace_back().backend = std::move(b);
   }
 
   std::string name() const override { return "builtin"; }
@@ -109,6 +109,8 @@ class BuiltinTrainer final : public Trainer {
   // Runs fn on every rank (nn::RankPool); a failed rank aborts the group, so no rank waits
   // on it, and the next round makes a fresh one.
   Status OnEveryRank(const std::function<Status(int)>& fn);
+  // Forgets the ranks' group and buckets (after an abort, or for another task's model).
+  void DropGroup();
   // With several ranks: every replica equals rank 0's (InternalError otherwise).
   Status CheckReplicasAgree();
 };
@@ -173,13 +175,12 @@ Status BuiltinTrainer::Configure(const TaskConfig& task) {
     }
   }
 
+  // Another task (an aggregator restarted with other flags): the group and buckets were
+  // sized for the old model; Train makes them again.
+  DropGroup();
   task_ = task;
   local_ = std::move(local);
   seq_ = models[0]->max_seq_len();
-  // Another task (an aggregator restarted with other flags): the buckets and the group were
-  // sized for the old model; Train makes them again.
-  for (Rank& k : ranks_) k.buckets.reset();
-  group_.clear();
   for (size_t r = 0; r < R; ++r) {
     Rank& k = ranks_[r];
     Backend* backend = k.backend.get();
@@ -400,14 +401,16 @@ Status BuiltinTrainer::OnEveryRank(const std::function<Status(int)>& fn) {
     if (!done.ok() && !group_.empty()) group_[static_cast<size_t>(r)]->Abort(done);
     return done;
   });
-  if (!st.ok()) {  // aborted: the next round makes another group
-    for (Rank& k : ranks_) {
-      k.model->set_gradient_ready({});
-      k.buckets.reset();
-    }
-    group_.clear();
-  }
+  if (!st.ok()) DropGroup();  // aborted: the next round makes another group
   return st;
+}
+
+void BuiltinTrainer::DropGroup() {
+  for (Rank& k : ranks_) {
+    if (k.model) k.model->set_gradient_ready({});
+    k.buckets.reset();  // before the group: they hold its ranks
+  }
+  group_.clear();
 }
 
 Status BuiltinTrainer::ComputeGradients(int units, float loss_scale, nn::LossSums* sums) {

@@ -115,6 +115,30 @@ class BuiltinTrainerTest : public ::testing::Test {
     return {init.data(), init.data() + init.size()};
   }
 
+  // A text file of `lines` repetitions of two short sentences, for the byte-token datasets.
+  std::string WriteText(int lines) const {
+    const std::string path = dir_ + "/text.txt";
+    std::ofstream out(path);
+    for (int i = 0; i < lines; ++i) out << "the cat sat on the mat. the dog sat on the log.\n";
+    return path;
+  }
+
+  // One round of a fresh trainer of part 0/2 of the task's dataset on `ranks` data-parallel
+  // ranks, with gradient buckets of `bucket_bytes`; a failed Train fails the test (its delta is
+  // then empty).
+  TrainResult TrainOnRanks(const TaskConfig& task, const std::vector<float>& global, const RoundConfig& round,
+                           uint32_t ranks, size_t bucket_bytes = BuiltinTrainerOptions{}.bucket_bytes) const {
+    BuiltinTrainerOptions o = Options();
+    o.dataset = task.dataset;
+    o.ranks = ranks;
+    o.bucket_bytes = bucket_bytes;
+    auto trainer = Make(o, task);
+    TrainResult r;
+    const Status st = trainer ? trainer->Train(global, round, TrainContext{}, &r) : Status::Internal("no trainer");
+    EXPECT_TRUE(st.ok()) << ranks << " ranks, buckets of " << bucket_bytes << " bytes: " << st.ToString();
+    return r;
+  }
+
   // This client's part, derived exactly as the trainer is documented to derive it.
   data::Dataset LocalPart(const TaskConfig& task, uint32_t index, uint32_t count) const {
     auto full = data::LoadDataset("csv:" + csv_, "");
@@ -155,11 +179,7 @@ TEST_F(BuiltinTrainerTest, FactoryFailsFastWithTheLoadersError) {
 // clear message; a gpt trains on random windows of this part's tokens, reports tokens as its
 // examples, and lowers the held-out loss its own Evaluate measures.
 TEST_F(BuiltinTrainerTest, TextTrainsAGptAndRefusesAFeatureModel) {
-  const std::string text = dir_ + "/text.txt";
-  {
-    std::ofstream out(text);
-    for (int i = 0; i < 200; ++i) out << "the cat sat on the mat. the dog sat on the log.\n";
-  }
+  const std::string text = WriteText(200);
   BuiltinTrainerOptions o = Options(0, 2);
   o.dataset = "text:" + text;
   auto trainer = MakeBuiltinTrainer(o);
@@ -540,20 +560,11 @@ TEST_F(BuiltinTrainerTest, DataParallelRanksTrainTheOneRankRound) {
   round.round = 1;
   round.local_epochs = 3;
   round.learning_rate = 0.1f;
-  auto train = [&](uint32_t ranks) {
-    BuiltinTrainerOptions o = Options();
-    o.ranks = ranks;
-    auto trainer = Make(o, task);
-    TrainResult r;
-    Status st = trainer ? trainer->Train(global, round, TrainContext{}, &r) : Status::Internal("no trainer");
-    EXPECT_TRUE(st.ok()) << ranks << " ranks: " << st.ToString();
-    return r;
-  };
-  const TrainResult one = train(1);
+  const TrainResult one = TrainOnRanks(task, global, round, 1);
   ASSERT_EQ(one.num_examples, 3u * 90);
   ASSERT_GT(Norm(one.delta), 0.1);
   for (uint32_t ranks : {2u, 3u, 8u}) {
-    const TrainResult many = train(ranks);
+    const TrainResult many = TrainOnRanks(task, global, round, ranks);
     EXPECT_EQ(many.num_examples, one.num_examples) << ranks;
     EXPECT_LT(RelativeMaxDiff(many.delta, one.delta), 1e-4) << ranks << " ranks";
     EXPECT_NEAR(many.metrics[0].second, one.metrics[0].second, 1e-6) << "train_loss, " << ranks << " ranks";
@@ -576,25 +587,15 @@ TEST_F(BuiltinTrainerTest, DataParallelRanksTrainTheOneRankRound) {
 
 // Token windows split the same way: a gpt's round on 2 ranks is the one-rank round.
 TEST_F(BuiltinTrainerTest, DataParallelRanksSplitTokenWindows) {
-  const std::string text = dir_ + "/text.txt";
-  {
-    std::ofstream out(text);
-    for (int i = 0; i < 100; ++i) out << "the cat sat on the mat. the dog sat on the log.\n";
-  }
-  const TaskConfig task = GptTask("text:" + text, 6);
+  const TaskConfig task = GptTask("text:" + WriteText(100), 6);
   const std::vector<float> global = GptInit(task);
   RoundConfig round;
   round.round = 2;
   round.local_steps = 8;
   std::vector<std::vector<float>> deltas;
   for (uint32_t ranks : {1u, 2u, 4u}) {
-    BuiltinTrainerOptions o = Options(0, 2);
-    o.dataset = task.dataset;
-    o.ranks = ranks;
-    auto trainer = Make(o, task);
-    ASSERT_TRUE(trainer);
-    TrainResult r;
-    ASSERT_TRUE(trainer->Train(global, round, TrainContext{}, &r).ok()) << ranks;
+    const TrainResult r = TrainOnRanks(task, global, round, ranks);
+    ASSERT_FALSE(r.delta.empty()) << ranks;
     EXPECT_EQ(r.num_examples, 8u * 6 * 16);
     deltas.push_back(r.delta);
   }
@@ -612,41 +613,21 @@ TEST_F(BuiltinTrainerTest, GradientBucketsGiveTheBitsOfOneAllReduce) {
   round.round = 1;
   round.local_epochs = 2;
   round.learning_rate = 0.1f;
-  auto train = [&](uint32_t ranks, size_t bucket_bytes) {
-    BuiltinTrainerOptions o = Options();
-    o.ranks = ranks;
-    o.bucket_bytes = bucket_bytes;
-    auto trainer = Make(o, task);
-    TrainResult r;
-    EXPECT_TRUE(trainer && trainer->Train(global, round, TrainContext{}, &r).ok()) << ranks << " " << bucket_bytes;
-    return r.delta;
-  };
+  auto train = [&](uint32_t ranks, size_t bucket_bytes) { return TrainOnRanks(task, global, round, ranks, bucket_bytes).delta; };
   for (uint32_t ranks : {2u, 3u, 8u}) {
     const std::vector<float> whole = train(ranks, 0);
     for (size_t bucket : {size_t{4}, size_t{28}, size_t{64}, size_t{25} << 20})  // 1 float to all of it
       EXPECT_EQ(train(ranks, bucket), whole) << ranks << " ranks, buckets of " << bucket << " bytes";
   }
   // A gpt announces its final layer norm and each block; its embeddings go at the end.
-  const std::string text = dir_ + "/text.txt";
-  {
-    std::ofstream out(text);
-    for (int i = 0; i < 60; ++i) out << "the cat sat on the mat. the dog sat on the log.\n";
-  }
-  const TaskConfig gpt = GptTask("text:" + text, 4);
+  const TaskConfig gpt = GptTask("text:" + WriteText(60), 4);
   RoundConfig steps;
   steps.round = 1;
   steps.local_steps = 4;
   std::vector<std::vector<float>> deltas;
   for (size_t bucket : {size_t{0}, size_t{512}, size_t{25} << 20}) {
-    BuiltinTrainerOptions o = Options();
-    o.dataset = gpt.dataset;
-    o.ranks = 2;
-    o.bucket_bytes = bucket;
-    auto trainer = Make(o, gpt);
-    ASSERT_TRUE(trainer);
-    TrainResult r;
-    ASSERT_TRUE(trainer->Train(GptInit(gpt), steps, TrainContext{}, &r).ok());
-    deltas.push_back(r.delta);
+    deltas.push_back(TrainOnRanks(gpt, GptInit(gpt), steps, 2, bucket).delta);
+    ASSERT_FALSE(deltas.back().empty()) << bucket;
   }
   EXPECT_EQ(deltas[1], deltas[0]);
   EXPECT_EQ(deltas[2], deltas[0]);
@@ -672,7 +653,9 @@ TEST(DataParallel, RankDevicesAndThePoolRunEveryRankOnItsOwnThread) {
       return Status::Ok();
     }).ok());
     EXPECT_EQ(now[0], std::this_thread::get_id()) << "rank 0 runs on the caller";
-    if (pass > 0) EXPECT_EQ(now, ids) << "each rank keeps its thread";
+    if (pass > 0) {
+      EXPECT_EQ(now, ids) << "each rank keeps its thread";
+    }
     ids = now;
   }
   for (int i = 0; i < 4; ++i)
