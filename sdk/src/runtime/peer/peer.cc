@@ -124,17 +124,17 @@ Status Peer::Run(const std::atomic<bool>& stop) {
   const auto on_the_run = [&] {
     return std::any_of(members_.begin(), members_.end(), [](const auto& m) { return m.second.finished_after == 0; });
   };
-  for (const auto until = Clock::now() + linger; finished && on_the_run() && !stop.load() && Clock::now() < until;) {
+  const auto serve_a_frame = [&] {
     auto in = server_->Recv(milliseconds(10));
     if (in.ok() && *in) Handle(**in);
+  };
+  for (const auto until = Clock::now() + linger; finished && on_the_run() && !stop.load() && Clock::now() < until;) {
+    serve_a_frame();
     ServiceConnections();
     ExpireMembers();
     Heartbeat();
   }
-  for (const auto until = Clock::now() + milliseconds(200); Clock::now() < until;) {
-    auto in = server_->Recv(milliseconds(10));
-    if (in.ok() && *in) Handle(**in);
-  }
+  for (const auto until = Clock::now() + milliseconds(200); Clock::now() < until;) serve_a_frame();
   spdlog::info("peer {}: leaving after step {} ({} resyncs, {} frames rejected)", self_.name, committed_, resyncs_,
                frames_rejected_);
   return train_error_;
