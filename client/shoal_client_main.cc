@@ -118,6 +118,20 @@ int main(int argc, char** argv) {
       ("log-level", po::value(&log_level)->default_value("info"), "trace, debug, info, warn, error or off")
       ("log-format", po::value(&log_format)->default_value(log_format), "text, or json (one object per line)");
 
+  shoal::ClientPrivacyPolicy& pp = co.privacy;
+  po::options_description privacy(
+      "Privacy policy: what this client requires of the aggregator's task, whatever the aggregator\n"
+      "says; a task below it is refused before any training (docs/SECURITY.md)");
+  privacy.add_options()
+      ("require-secagg", po::bool_switch(&pp.require_secagg), "refuse a task without secure aggregation (plain updates)")
+      ("min-noise", po::value(&pp.min_noise_multiplier)->default_value(pp.min_noise_multiplier), "refuse a distributed DP noise multiplier z below this (> 0 also refuses a task without DP)")
+      ("max-clip", po::value(&pp.max_clip)->default_value(pp.max_clip), "refuse a DP clip C above this (> 0 also refuses a task without DP); 0 = any")
+      ("min-neighbours", po::value(&pp.min_neighbours)->default_value(pp.min_neighbours), "secure aggregation: refuse a round that gives this client fewer neighbours k")
+      ("min-threshold", po::value(&pp.min_threshold)->default_value(pp.min_threshold), "secure aggregation: refuse a round whose threshold t is lower")
+      ("min-roster", po::value(&pp.min_roster)->default_value(pp.min_roster), "secure aggregation: refuse a round with fewer clients in its roster")
+      ("secagg-colluding", po::value(&pp.colluding_fraction)->default_value(pp.colluding_fraction), "secure aggregation: the share of the roster assumed to collude with the aggregator (raises the consistency quorum)")
+      ("trusted-roster", po::value(&pp.trusted_roster), "secure aggregation: the .pub files (FILE or DIR) of the clients this client trusts; every round's roster must consist of them (needs --secret-key)");
+  opts.add(privacy);
   opts.add(shoal::cli::DataParallelOptions(to, dp));
   po::variables_map vm;
   if (auto exit_code = shoal::cli::ParseOptions(argc, argv, opts, vm, kProgram)) return *exit_code;

@@ -698,6 +698,46 @@ static void test_unreachable(void) {
   shoal_client_destroy(c);
 }
 
+/* The privacy policy through the C ABI: its defaults, and a plain task refused by a client that
+ * requires secure aggregation (the run ends with FAILED_PRECONDITION naming the setting; the
+ * trainer never trains). */
+static int g_trained = 0;
+static int count_train(void* u, const shoal_round* r, shoal_train_context* x, uint64_t* ne, double* l, char* e, size_t n) {
+  ++g_trained;
+  return dummy_train(u, r, x, ne, l, e, n);
+}
+
+static void test_privacy_policy(void) {
+  shoal_client_options o;
+  CHECK_STATUS(shoal_client_options_init(&o, sizeof o), SHOAL_OK);
+  CHECK(o.require_secagg == 0 && o.min_noise_multiplier == 0 && o.min_neighbours == 1 && o.min_threshold == 1 &&
+        o.min_roster == 3 && o.colluding_fraction == 0 && o.trusted_roster == NULL);
+  aggregator a = start_aggregator("policy", "linear", 1, 1, "20");
+  o.connect = a.endpoint;
+  o.name = "careful";
+  o.connect_timeout_ms = 20000;
+  o.require_secagg = 1;
+  shoal_client* c = NULL;
+  CHECK_STATUS(shoal_client_create(&o, &c), SHOAL_OK);
+  shoal_trainer t = dummy_trainer();
+  t.destroy = NULL;
+  t.train = count_train;
+  CHECK_STATUS(shoal_client_set_trainer(c, &t), SHOAL_OK);
+  CHECK_STATUS(shoal_client_run(c), SHOAL_FAILED_PRECONDITION);
+  CHECK(strstr(shoal_client_last_error(c), "without secure aggregation") != NULL);
+  CHECK(g_trained == 0);
+  shoal_client_destroy(c);
+  /* A bad policy value is refused when the client starts. */
+  o.require_secagg = 0;
+  o.colluding_fraction = 1.5;
+  CHECK_STATUS(shoal_client_create(&o, &c), SHOAL_OK);
+  CHECK_STATUS(shoal_client_set_trainer(c, &t), SHOAL_OK);
+  CHECK_STATUS(shoal_client_run(c), SHOAL_INVALID_ARGUMENT);
+  CHECK(strstr(shoal_client_last_error(c), "colluding") != NULL);
+  shoal_client_destroy(c);
+  stop_aggregator(&a);
+}
+
 int main(int argc, char** argv) {
   if (argc != 3) {
     fprintf(stderr, "usage: capi_test AGGREGATOR_BINARY WORK_DIR\n");
@@ -715,6 +755,7 @@ int main(int argc, char** argv) {
   test_misuse();
   test_dataset();
   test_unreachable();
+  test_privacy_policy();
   test_federated_run();
   test_builtin_trainer();
   test_failing_callbacks();

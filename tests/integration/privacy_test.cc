@@ -2,6 +2,7 @@
 // shoal-sim's thousand clients, judged by the metrics they write.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <set>
 
 #include "harness.h"
@@ -163,6 +164,101 @@ TEST(Privacy, SecAggOverRealProcessesLearnsAndRecoversAKilledClient) {
   EXPECT_NE(lines[1]["model_hash"], lines[0]["model_hash"]);
   agg.Signal(SIGTERM);
   EXPECT_EQ(agg.Wait(seconds(30)), 0) << agg.Stderr();
+}
+
+// What a client enforces of the aggregator's task (finding 3 of issue 32), over real processes:
+// a client that requires secure aggregation refuses a plain task, one that requires noise
+// refuses a task with less, each before any training and naming the flag; the aggregator is
+// told (Bye) and goes on serving.
+TEST(Privacy, AClientRefusesATaskBelowItsOwnPolicy) {
+  const std::string dir = TempDir("policy");
+  struct Case {
+    std::vector<std::string> aggregator, client;
+    std::string needle;
+  };
+  const std::vector<Case> cases = {
+      {{}, {"--require-secagg"}, "without secure aggregation, which this client requires (--require-secagg)"},
+      {{"--secagg", "--dp-clip", "2", "--dp-noise-multiplier", "0.05"}, {"--min-noise", "0.5"},
+       "z = 0.05, below this client's minimum z = 0.5 (--min-noise)"},
+      {{"--secagg"}, {"--min-noise", "0.5"}, "adds no distributed DP noise"},
+      {{"--secagg", "--dp-clip", "2", "--dp-noise-multiplier", "1"}, {"--max-clip", "1"}, "C = 2, above this client's maximum C = 1 (--max-clip)"}};
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const int port = FreePort();
+    const std::string name = dir + "/case" + std::to_string(i);
+    Process agg("shoal-aggregator", Concat(AggregatorArgs(port, 1, 1, name + ".jsonl"), cases[i].aggregator), name + "-agg",
+                OneThreadEnv());
+    Process client("shoal-client", Concat(ClientArgs(port, 0, 1), cases[i].client), name + "-client", OneThreadEnv());
+    EXPECT_EQ(client.Wait(seconds(60)), 1) << client.Stderr();
+    EXPECT_NE(client.Stderr().find(cases[i].needle), std::string::npos) << client.Stderr();
+    EXPECT_EQ(client.Stderr().find("trained"), std::string::npos) << "no round trained: " << client.Stderr();
+    for (const auto& l : ReadJsonLines(name + ".jsonl")) {
+      EXPECT_EQ(l["clients_reported"], 0) << l.dump();
+      EXPECT_FALSE(l["model_updated"].get<bool>()) << l.dump();
+    }
+    agg.Signal(SIGTERM);
+    EXPECT_EQ(agg.Wait(seconds(30)), 0) << agg.Stderr();
+    EXPECT_NE(agg.Stderr().find(cases[i].needle), std::string::npos) << "the aggregator logs the reason: " << agg.Stderr();
+  }
+  // A bad policy value is refused before anything starts.
+  Process bad("shoal-client", Concat(ClientArgs(FreePort(), 0, 1), {"--secagg-colluding", "1"}), dir + "/bad", OneThreadEnv());
+  EXPECT_EQ(bad.Wait(seconds(30)), 2) << bad.Stderr();
+  EXPECT_NE(bad.Stderr().find("--secagg-colluding must be in [0, 1)"), std::string::npos) << bad.Stderr();
+  Process lone("shoal-client", Concat(ClientArgs(FreePort(), 0, 1), {"--trusted-roster", dir}), dir + "/lone", OneThreadEnv());
+  EXPECT_EQ(lone.Wait(seconds(30)), 2) << lone.Stderr();
+  EXPECT_NE(lone.Stderr().find("--trusted-roster needs --secret-key"), std::string::npos) << lone.Stderr();
+}
+
+// Secure aggregation among clients that hold a trusted roster (finding 2): four clients with
+// shoal-keygen keys sign their adverts with those keys and check every roster identity against
+// the operator's directory of .pub files; every round unmasks with a consistency signature from
+// each. When the directory the clients trust lacks one member, the others refuse every Setup
+// naming it, so no round unmasks and the model stays as it was.
+TEST(Privacy, SecAggWithATrustedRosterOverRealProcesses) {
+  const std::string dir = TempDir("secagg-roster");
+  const std::vector<std::string> names = {"agg", "c0", "c1", "c2", "c3"};
+  MakeKeys(dir + "/keys", names);
+  const std::string allow = dir + "/allow", roster = dir + "/roster", partial = dir + "/partial";
+  for (const std::string& d : {allow, roster, partial}) std::filesystem::create_directories(d);
+  for (int i = 0; i < 4; ++i) {
+    const std::string pub = "/c" + std::to_string(i) + ".pub";
+    std::filesystem::copy_file(dir + "/keys" + pub, allow + pub);
+    std::filesystem::copy_file(dir + "/keys" + pub, roster + pub);
+    if (i != 3) std::filesystem::copy_file(dir + "/keys" + pub, partial + pub);
+  }
+  for (const std::string& trusted : {roster, partial}) {
+    const bool whole = trusted == roster;
+    const std::string name = dir + (whole ? "/whole" : "/partial");
+    const int port = FreePort();
+    auto args = Concat(AggregatorArgs(port, 2, 4, name + ".jsonl"), SecureAggregatorFlags(dir + "/keys", allow));
+    args.push_back("--secagg");
+    if (!whole) SetFlag(args, "--secagg-stage-timeout", "3");
+    Process agg("shoal-aggregator", args, name + "-agg", OneThreadEnv());
+    std::vector<std::unique_ptr<Process>> clients;
+    for (int i = 0; i < 4; ++i)
+      clients.push_back(std::make_unique<Process>(
+          "shoal-client",
+          Concat(Concat(ClientArgs(port, i, 4), SecureClientFlags(dir + "/keys", "c" + std::to_string(i))),
+                 {"--trusted-roster", trusted}),
+          name + "-c" + std::to_string(i), OneThreadEnv()));
+    ASSERT_EQ(agg.Wait(seconds(120)), 0) << agg.Stderr();
+    ExpectAllExitZero(clients);
+    auto lines = ReadJsonLines(name + ".jsonl");
+    ASSERT_EQ(lines.size(), 2u);
+    for (const auto& l : lines) {
+      if (whole) {
+        EXPECT_FALSE(l.contains("secagg_aborted")) << l.dump();
+        EXPECT_EQ(l["secagg_signatures"], 4) << l.dump();
+        EXPECT_TRUE(l["model_updated"].get<bool>()) << l.dump();
+      } else {
+        EXPECT_TRUE(l.contains("secagg_aborted")) << l.dump();
+        EXPECT_FALSE(l["model_updated"].get<bool>()) << l.dump();
+      }
+    }
+    if (!whole)
+      EXPECT_NE(clients[0]->Stderr().find("with an identity that is not in this client's trusted roster"),
+                std::string::npos)
+          << clients[0]->Stderr();
+  }
 }
 
 // Three C applications (examples/c: libshoal.so through the C ABI, their own trainer, one of

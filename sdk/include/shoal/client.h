@@ -34,6 +34,30 @@ struct ClientEvent {
   std::string message;
 };
 
+// What this client requires of the aggregator's task, whatever the aggregator says
+// (docs/SECURITY.md, "What a client enforces"). A task below it is refused at Welcome with an
+// error naming the setting, and Run() returns FailedPrecondition: the client never trains for
+// it. The secure-aggregation fields also bound each round's Setup (a round below them is
+// aborted on this client, which then reveals nothing).
+struct ClientPrivacyPolicy {
+  bool require_secagg = false;        // refuse a task without secure aggregation
+  // Distributed DP: refuse a noise multiplier z below this (> 0 also requires DP and secure
+  // aggregation: this client adds its own share of the noise). Default: 0 (any).
+  double min_noise_multiplier = 0.0;
+  double max_clip = 0.0;              // refuse a DP clip C above this; 0 = any
+  uint32_t min_neighbours = 1;        // secure aggregation: the fewest neighbours k a round may give
+  uint32_t min_threshold = 1;         // secure aggregation: the fewest shares t that reconstruct a secret
+  uint32_t min_roster = 3;            // secure aggregation: the fewest clients in a round's roster
+  // Secure aggregation: the share of the roster this client assumes colludes with the
+  // aggregator; the consistency round then needs floor((n + floor(f n)) / 2) + 1 signatures.
+  double colluding_fraction = 0.0;
+  // Secure aggregation: the .pub files (a file, or a directory of them: the same form as an
+  // allow-list) of the clients this client trusts; every round's roster must consist of them.
+  // Without it, a malicious aggregator can fill a roster with identities of its own
+  // (docs/SECURITY.md). Default: empty (any identity).
+  std::string trusted_roster;
+};
+
 struct ClientOptions {
   std::string connect = "tcp://127.0.0.1:7070";  // aggregator endpoint
   std::string name;                  // stable client name; Default: "client-<pid>"
@@ -50,12 +74,13 @@ struct ClientOptions {
   // Give up (Run returns PermissionDenied or Unavailable) after this many failed handshakes
   // in a row: a refused key or a wrong server key never fixes itself. Default: 3.
   uint32_t max_handshake_failures = 3;
+  ClientPrivacyPolicy privacy;  // what the task must meet (see above); Default: no requirement
   std::function<void(const ClientEvent&)> on_event;  // optional; called on the Run() thread
 };
 
 // What `options` alone decide, without the network or any data: the security flags' rules
 // (keys both or neither; no plain connection off loopback without `insecure`) and the
-// timeouts. The same errors Run() would give first (InvalidArgument); a program checks them
+// timeouts, the privacy policy's ranges. The same errors Run() would give first (InvalidArgument); a program checks them
 // before it loads data or probes a device for its trainer.
 Status ValidateClientOptions(const ClientOptions& options);
 

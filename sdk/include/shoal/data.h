@@ -77,11 +77,13 @@ std::string DefaultDataDir();
 // Loads a dataset from a spec:
 //   "digits"               sklearn's 1797 8x8 digits, <data_dir>/digits.csv.gz (features / 16);
 //                          an empty data_dir means DefaultDataDir()
-//   "csv:PATH[,label=COL][,header=auto|yes|no]"
+//   "csv:PATH[,label=COL][,header=auto|yes|no][,skip=N]"
 //                          CSV (plain or gzip) with numeric features as written and a label
 //                          column: COL is a header name or a 1-based column number (default:
 //                          the last column). header=auto (default) takes the first line as a
-//                          header when none of its cells is a number. Labels are non-negative
+//                          header when none of its cells is a number; skip=N ignores the
+//                          file's first N lines (sklearn's files start with a count line,
+//                          e.g. "569,30,malignant,benign"). Labels are non-negative
 //                          integers, or names (any non-numeric label): then the distinct names,
 //                          sorted, become classes 0, 1, ... (class_names). PATH must not hold
 //                          a comma.

@@ -10,7 +10,7 @@
  * ABI history: 1: the client, trainer and datasets. 2: peers (shoal_peer_*), and
  * shoal_round.keep_optimizer_state. Fields added since at the end of a struct (compatible,
  * read when struct_size covers them): shoal_peer_options.overlap; shoal_builtin_options.ranks and
- * bucket_bytes.
+ * bucket_bytes; shoal_client_options' privacy policy (require_secagg ... trusted_roster).
  *
  * Conventions, for every function below:
  * - Fallible functions return a shoal_status (SHOAL_OK = 0). No C++ exception ever crosses
@@ -238,6 +238,18 @@ typedef struct shoal_client_options {
   uint32_t max_handshake_failures;  /* stop after this many failed handshakes in a row. Default: 3 */
   shoal_event_fn on_event;          /* optional progress/round events. Default: NULL */
   void* event_user;                 /* passed to on_event */
+  /* Privacy policy (read when struct_size covers trusted_roster): what this client requires of
+   * the aggregator's task, whatever the aggregator says; a task below it is refused at Welcome
+   * and shoal_client_run returns SHOAL_FAILED_PRECONDITION naming the setting
+   * (docs/SECURITY.md, "What a client enforces"). */
+  int require_secagg;               /* nonzero: refuse a task without secure aggregation. Default: 0 */
+  double min_noise_multiplier;      /* refuse distributed DP noise z below this (> 0 requires DP). Default: 0 */
+  double max_clip;                  /* refuse a DP clip C above this (> 0 requires DP); 0 = any. Default: 0 */
+  uint32_t min_neighbours;          /* secure aggregation: fewest neighbours k per round. Default: 1 */
+  uint32_t min_threshold;           /* secure aggregation: lowest threshold t. Default: 1 */
+  uint32_t min_roster;              /* secure aggregation: fewest clients in a roster. Default: 3 */
+  double colluding_fraction;        /* secure aggregation: share of the roster assumed colluding. Default: 0 */
+  const char* trusted_roster;       /* secure aggregation: .pub FILE or DIR of trusted clients. Default: NULL */
 } shoal_client_options;
 
 /* Fills the struct_size bytes at *options with the defaults above and sets struct_size.

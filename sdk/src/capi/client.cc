@@ -44,6 +44,8 @@ namespace {
 // (or written) only when the caller's struct_size covers them.
 constexpr size_t kClientOptionsAbi1 = SHOAL_SIZE_THROUGH(shoal_client_options, event_user);
 constexpr size_t kClientStatsAbi1 = SHOAL_SIZE_THROUGH(shoal_client_stats, resyncs);
+// The privacy policy block, read as one (all of it or none).
+constexpr size_t kClientOptionsPolicy = SHOAL_SIZE_THROUGH(shoal_client_options, trusted_roster);
 
 template <typename F>
 shoal_status ClientGuard(const char* function, shoal_client* client, F&& body) {
@@ -65,6 +67,11 @@ shoal_status shoal_client_options_init(shoal_client_options* options, size_t str
     options->connect_timeout_ms = d.connect_timeout_ms;
     options->reconnect_timeout_ms = d.reconnect_timeout_ms;
     options->max_handshake_failures = d.max_handshake_failures;
+    if (struct_size >= kClientOptionsPolicy) {
+      options->min_neighbours = d.privacy.min_neighbours;
+      options->min_threshold = d.privacy.min_threshold;
+      options->min_roster = d.privacy.min_roster;
+    }
     return SHOAL_OK;
   });
 }
@@ -87,6 +94,17 @@ shoal_status shoal_client_create(const shoal_client_options* options, shoal_clie
     c->options.connect_timeout_ms = options->connect_timeout_ms;
     c->options.reconnect_timeout_ms = options->reconnect_timeout_ms;
     c->options.max_handshake_failures = options->max_handshake_failures;
+    if (options->struct_size >= kClientOptionsPolicy) {
+      shoal::ClientPrivacyPolicy& p = c->options.privacy;
+      p.require_secagg = options->require_secagg != 0;
+      p.min_noise_multiplier = options->min_noise_multiplier;
+      p.max_clip = options->max_clip;
+      p.min_neighbours = options->min_neighbours;
+      p.min_threshold = options->min_threshold;
+      p.min_roster = options->min_roster;
+      p.colluding_fraction = options->colluding_fraction;
+      p.trusted_roster = Str(options->trusted_roster);
+    }
     if (options->on_event) {
       c->options.on_event = [fn = options->on_event, user = options->event_user](const shoal::ClientEvent& e) {
         shoal_event ce{};

@@ -51,6 +51,13 @@ bool Verify(const Signature& signature, std::span<const uint8_t> message, std::s
   return crypto_sign_verify_detached(signature.data(), message.data(), message.size(), public_key.data()) == 0;
 }
 
+std::optional<std::array<uint8_t, 32>> SignToCurvePublic(std::span<const uint8_t, 32> sign_public) {
+  EnsureInit();
+  std::array<uint8_t, 32> out{};
+  if (crypto_sign_ed25519_pk_to_curve25519(out.data(), sign_public.data()) != 0) return std::nullopt;
+  return out;
+}
+
 uint64_t RandomU64() {
   EnsureInit();
   uint64_t v = 0;

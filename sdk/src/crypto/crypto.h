@@ -2,6 +2,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -41,6 +42,10 @@ std::array<uint8_t, 32> Hash256(std::span<const uint8_t> bytes);
 using Signature = std::array<uint8_t, 64>;
 Signature Sign(std::span<const uint8_t> message, std::span<const uint8_t, 64> secret_key);
 bool Verify(const Signature& signature, std::span<const uint8_t> message, std::span<const uint8_t, 32> public_key);
+// The X25519 form of an Ed25519 public key (crypto_sign_ed25519_pk_to_curve25519); nullopt for
+// a key that is not a valid point. A key file whose CURVE pair was derived from its Ed25519
+// pair (GenerateKeyPair) has curve_public == SignToCurvePublic(sign_public).
+std::optional<std::array<uint8_t, 32>> SignToCurvePublic(std::span<const uint8_t, 32> sign_public);
 
 // X25519 for secure aggregation's per-round keys (libsodium crypto_box keys).
 using Key32 = std::array<uint8_t, 32>;

@@ -259,10 +259,16 @@ std::string Z85Key(const std::array<uint8_t, kCurveKeyBytes>& key) { return std:
 StatusOr<KeyPair> GenerateKeyPair() {
   EnsureInit();
   KeyPair kp;
-  if (crypto_box_keypair(kp.curve_public.data(), kp.curve_secret.data()) != 0)
-    return Status::Internal("crypto_box_keypair failed");
+  // One secret, two forms: the CURVE pair is the X25519 form of the Ed25519 pair, so a peer that
+  // holds the .pub (CURVE) key can check an Ed25519 identity against it (SignToCurvePublic):
+  // secure aggregation's trusted rosters are the same .pub files as the allow-lists. Using one
+  // key for X25519 and Ed25519 is the XEdDSA arrangement (Signal); the two uses never sign or
+  // agree on the same bytes.
   if (crypto_sign_keypair(kp.sign_public.data(), kp.sign_secret.data()) != 0)
     return Status::Internal("crypto_sign_keypair failed");
+  if (crypto_sign_ed25519_sk_to_curve25519(kp.curve_secret.data(), kp.sign_secret.data()) != 0 ||
+      crypto_scalarmult_base(kp.curve_public.data(), kp.curve_secret.data()) != 0)
+    return Status::Internal("deriving the CURVE key from the Ed25519 key failed");
   return kp;
 }
 

@@ -98,6 +98,7 @@ class AllowList {
   // `key` is 40 Z85 characters, or the 32 raw bytes of a CURVE public key.
   bool Contains(std::string_view key) const;
   size_t size() const { return keys_.size(); }
+  const std::set<std::string, std::less<>>& keys() const { return keys_; }  // Z85, 40 characters each
   const std::string& source() const { return source_; }
 
  private:

@@ -56,7 +56,7 @@ StatusOr<Dataset> LoadDataset(const std::string& spec, const std::string& data_d
     return LoadDigits(JoinPath(data_dir.empty() ? DefaultDataDir() : data_dir, "digits.csv.gz"));
   }
   if (spec.starts_with("csv:")) {
-    // csv:PATH[,label=COL][,header=auto|yes|no]
+    // csv:PATH[,label=COL][,header=auto|yes|no][,skip=N]
     std::string rest = spec.substr(4);
     const size_t comma = rest.find(',');
     const std::string path = rest.substr(0, comma);
@@ -74,9 +74,12 @@ StatusOr<Dataset> LoadDataset(const std::string& spec, const std::string& data_d
         options.header = value == "yes" ? CsvOptions::Header::kYes
                          : value == "no" ? CsvOptions::Header::kNo
                                          : CsvOptions::Header::kAuto;
+      } else if (key == "skip" && !value.empty() && value.size() <= 9 &&
+                 std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        options.skip = std::stoull(value);
       } else {
         return Status::InvalidArgument("dataset '" + spec + "': unknown option '" + option +
-                                       "'; expected csv:PATH[,label=NAME_OR_COLUMN][,header=auto|yes|no]");
+                                       "'; expected csv:PATH[,label=NAME_OR_COLUMN][,header=auto|yes|no][,skip=N]");
       }
     }
     return LoadCsv(path, options);

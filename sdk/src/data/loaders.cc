@@ -185,6 +185,7 @@ StatusOr<Dataset> LoadCsv(const std::string& path, const CsvOptions& options, co
   while (reader.Next(&line)) {
     // A UTF-8 byte order mark (spreadsheet exports) is not part of the first cell.
     if (reader.line_no() == 1 && line.starts_with("\xEF\xBB\xBF")) line.remove_prefix(3);
+    if (static_cast<uint64_t>(reader.line_no()) <= options.skip) continue;
     if (IsBlank(line)) continue;
     auto where = [&] { return path + ":" + std::to_string(reader.line_no()); };
     SplitCells(line, &cells);
@@ -208,9 +209,18 @@ StatusOr<Dataset> LoadCsv(const std::string& path, const CsvOptions& options, co
       }
       SHOAL_RETURN_IF_ERROR(resolve_label(where()));
     }
+    // A first line that is neither header nor row (sklearn's files start "569,30,malignant,
+    // benign": counts and names) fails as data on itself or on the row after it: say so.
+    const auto skip_hint = [&] {
+      return std::string("; if line ") + std::to_string(columns_line) +
+             " is not a row (a count line, as sklearn's files start), skip it: csv:" + path +
+             ",skip=" + std::to_string(columns_line);
+    };
+    const bool first_rows = header.empty() && labels.size() <= 1;  // the first line, or the row after it
     if (cells.size() != columns) {
       return Status::InvalidArgument(where() + ": row has " + std::to_string(cells.size()) + " cells, expected " +
-                                     std::to_string(columns) + " (as on line " + std::to_string(columns_line) + ")");
+                                     std::to_string(columns) + " (as on line " + std::to_string(columns_line) + ")" +
+                                     (first_rows ? skip_hint() : std::string()));
     }
     if (static_cast<uint64_t>(d.x.size()) + columns > kMaxCsvCells) {
       return Status::InvalidArgument(where() + ": file holds more than " + std::to_string(kMaxCsvCells) +
@@ -221,7 +231,8 @@ StatusOr<Dataset> LoadCsv(const std::string& path, const CsvOptions& options, co
       double v;
       if (!ParseNumber(cells[c], &v)) {
         return Status::InvalidArgument(where() + ": " + column_name(c) + ": " + Quote(cells[c]) +
-                                       " is not a number (only the label column may hold names)");
+                                       " is not a number (only the label column may hold names)" +
+                                       (first_rows ? skip_hint() : std::string()));
       }
       if (!std::isfinite(v) || std::fabs(v) > 3.4e38) {
         return Status::InvalidArgument(where() + ": " + column_name(c) + ": " + Quote(cells[c]) +

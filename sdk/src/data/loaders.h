@@ -21,6 +21,7 @@ inline constexpr const char* kUserFileHint = "check the path (a relative path is
 struct CsvOptions {
   std::string label;  // the label column: a header name or a 1-based number; empty = the last
   enum class Header { kAuto, kYes, kNo } header = Header::kAuto;  // kAuto: a first line with no number
+  uint64_t skip = 0;  // lines at the top of the file that are neither header nor data (sklearn's counts line)
 };
 
 // A CSV file, plain or gzip-compressed: one example per line, numeric features and one label
@@ -29,7 +30,8 @@ struct CsvOptions {
 // are all non-negative integers are classes as written (num_classes = largest + 1); any other
 // label makes every label a name, and the sorted distinct names classes 0, 1, ... (class_names).
 // Errors: NotFound (missing file, message ends with `missing_hint`); InvalidArgument naming
-// PATH:LINE for a ragged row, a non-numeric or non-finite feature (by its header name, if
+// PATH:LINE for a ragged row (when the first data row differs from the first line, the message
+// suggests skip=1: such a first line is usually a count, as in sklearn's files), a non-numeric or non-finite feature (by its header name, if
 // any), numeric labels that are not non-negative integers, an unknown label column;
 // IoError / Corruption when the file cannot be read or decompressed.
 StatusOr<Dataset> LoadCsv(const std::string& path, const CsvOptions& options = {},

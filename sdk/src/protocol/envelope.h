@@ -21,7 +21,9 @@
 namespace shoal::protocol {
 
 // Bumped only for changes old peers cannot read (see schemas/shoal.fbs).
-inline constexpr uint32_t kProtocolVersion = 3;  // 2: RingSegment (ring all-reduce swarms); 3: SecAgg*, PrivacyConfig
+// 2: RingSegment (ring all-reduce swarms); 3: SecAgg*, PrivacyConfig; 4: SecAgg's consistency
+// round (SecAggCheckSignature, SecAggUnmaskProof), long-term signing identities
+inline constexpr uint32_t kProtocolVersion = 4;
 
 using Frame = std::vector<uint8_t>;
 

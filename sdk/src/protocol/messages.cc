@@ -88,6 +88,10 @@ StatusOr<Body> DecodeBody(const wire::Envelope* env) {
     case MessageKind::SecAggUnmask: return AsBody(DecodeSecAggUnmask(env->message_as_SecAggUnmask()));
     case MessageKind::SecAggUnmaskShares:
       return AsBody(DecodeSecAggUnmaskShares(env->message_as_SecAggUnmaskShares()));
+    case MessageKind::SecAggCheckSignature:
+      return AsBody(DecodeSecAggCheckSignature(env->message_as_SecAggCheckSignature()));
+    case MessageKind::SecAggUnmaskProof:
+      return AsBody(DecodeSecAggUnmaskProof(env->message_as_SecAggUnmaskProof()));
     default:  // VerifyFrame lets no other kind through
       return Status::Protocol(std::string("no decoder for message kind ") + MessageName(env->message_type()));
   }

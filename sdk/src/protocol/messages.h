@@ -72,7 +72,8 @@ using Body = std::variant<Hello, WelcomeInfo, RoundTask, UpdateChunk, Resync, Ac
                           Join, SwarmInfo, PeerUpdate, Commit, StateRequest, State, UpdateFetch, RingSegment,
                           privacy::secagg::AdvertiseKeys, privacy::secagg::Setup, privacy::secagg::ShareKeys,
                           privacy::secagg::SharesFor, SecAggMaskedChunk, privacy::secagg::UnmaskRequest,
-                          privacy::secagg::UnmaskShares>;
+                          privacy::secagg::UnmaskShares, privacy::secagg::CheckSignature,
+                          privacy::secagg::UnmaskProof>;
 
 struct Message {
   Header header;

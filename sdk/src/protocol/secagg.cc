@@ -83,11 +83,12 @@ Frame EncodeSecAggShares(const Header& h, const sa::SharesFor& m) {
   return Finish(fbb, h, wire::Message::SecAggShares, wire::CreateSecAggShares(fbb, m.to, shares).Union());
 }
 
-Frame EncodeSecAggMasked(const Header& h, uint32_t from, uint64_t clipped, uint64_t num_examples, const ChunkRef& chunk) {
+Frame EncodeSecAggMasked(const Header& h, uint32_t from, uint64_t clipped, uint64_t num_examples, const ChunkRef& chunk,
+                         uint32_t rejected_shares) {
   FlatBufferBuilder fbb(chunk.data.size() + 256);
   auto c = BuildChunk(fbb, chunk);
   return Finish(fbb, h, wire::Message::SecAggMasked,
-                wire::CreateSecAggMasked(fbb, from, clipped, num_examples, c).Union());
+                wire::CreateSecAggMasked(fbb, from, clipped, num_examples, c, rejected_shares).Union());
 }
 
 Frame EncodeSecAggUnmask(const Header& h, const sa::UnmaskRequest& r) {
@@ -103,6 +104,22 @@ Frame EncodeSecAggUnmaskShares(const Header& h, const sa::UnmaskShares& m) {
   for (const auto& r : m.shares) shares.push_back(wire::CreateSecAggRevealed(fbb, r.owner, r.mask_key, Bytes(fbb, r.y)));
   auto msg = wire::CreateSecAggUnmaskShares(fbb, m.from, fbb.CreateVector(shares));
   return Finish(fbb, h, wire::Message::SecAggUnmaskShares, msg.Union());
+}
+
+Frame EncodeSecAggCheckSignature(const Header& h, const sa::CheckSignature& m) {
+  FlatBufferBuilder fbb(256);
+  auto msg = wire::CreateSecAggCheckSignature(fbb, m.from, Bytes(fbb, m.signature));
+  return Finish(fbb, h, wire::Message::SecAggCheckSignature, msg.Union());
+}
+
+Frame EncodeSecAggUnmaskProof(const Header& h, const sa::UnmaskProof& m) {
+  FlatBufferBuilder fbb(256 + 68 * m.signers.size());
+  std::vector<uint8_t> sigs;
+  sigs.reserve(64 * m.signatures.size());
+  for (const auto& s : m.signatures) sigs.insert(sigs.end(), s.begin(), s.end());
+  auto signers = fbb.CreateVector(m.signers);
+  auto signatures = fbb.CreateVector(sigs);
+  return Finish(fbb, h, wire::Message::SecAggUnmaskProof, wire::CreateSecAggUnmaskProof(fbb, signers, signatures).Union());
 }
 
 StatusOr<sa::AdvertiseKeys> DecodeSecAggKeys(const wire::SecAggKeys* k) {
@@ -152,7 +169,7 @@ StatusOr<sa::SharesFor> DecodeSecAggShares(const wire::SecAggShares* m) {
 }
 
 StatusOr<SecAggMaskedChunk> DecodeSecAggMasked(const wire::SecAggMasked* m) {
-  SecAggMaskedChunk out{m->from(), m->clipped(), m->num_examples(), ViewChunk(m->payload())};
+  SecAggMaskedChunk out{m->from(), m->clipped(), m->num_examples(), ViewChunk(m->payload()), m->rejected_shares()};
   if (!out.chunk.present) return Status::Protocol("SecAggMasked carries no payload");
   return out;
 }
@@ -177,6 +194,26 @@ StatusOr<sa::UnmaskShares> DecodeSecAggUnmaskShares(const wire::SecAggUnmaskShar
     SHOAL_RETURN_IF_ERROR(Fixed(r->y(), s.y, "a revealed share"));
     out.shares.push_back(s);
   }
+  return out;
+}
+
+StatusOr<sa::CheckSignature> DecodeSecAggCheckSignature(const wire::SecAggCheckSignature* m) {
+  sa::CheckSignature out;
+  out.from = m->from();
+  SHOAL_RETURN_IF_ERROR(Fixed(m->signature(), out.signature, "SecAggCheckSignature.signature"));
+  return out;
+}
+
+StatusOr<sa::UnmaskProof> DecodeSecAggUnmaskProof(const wire::SecAggUnmaskProof* m) {
+  sa::UnmaskProof out;
+  SHOAL_ASSIGN_OR_RETURN(out.signers, Indices(m->signers()));
+  const size_t bytes = m->signatures() ? m->signatures()->size() : 0;
+  if (bytes != 64 * out.signers.size())
+    return Status::Protocol("SecAggUnmaskProof has " + std::to_string(bytes) + " signature bytes for " +
+                            std::to_string(out.signers.size()) + " signers (64 each)");
+  out.signatures.resize(out.signers.size());
+  for (size_t i = 0; i < out.signers.size(); ++i)
+    std::memcpy(out.signatures[i].data(), m->signatures()->data() + 64 * i, 64);
   return out;
 }
 

@@ -1,6 +1,6 @@
 // Secure aggregation's messages (schemas/shoal.fbs, SecAgg*): encoders from, and checked
 // decoders to, the typed values of privacy/secagg/protocol.h. Decoding checks every length
-// (keys 32 bytes, signatures 64, shares 64, sealed shares at most 512 bytes) and count (roster
+// (keys 32 bytes, signatures 64 (a proof's: 64 per signer), shares 64, sealed shares at most 512 bytes) and count (roster
 // and share lists at most kMaxSecAggClients); whether a message fits the round's stage and
 // roster is the state machines' business.
 #pragma once
@@ -19,15 +19,19 @@ struct SecAggMaskedChunk {
   uint64_t clipped = 0;
   uint64_t num_examples = 0;
   ChunkView chunk;
+  uint32_t rejected_shares = 0;
 };
 
 Frame EncodeSecAggKeys(const Header& h, const privacy::secagg::AdvertiseKeys& a);
 Frame EncodeSecAggSetup(const Header& h, const privacy::secagg::Setup& s);
 Frame EncodeSecAggShareKeys(const Header& h, const privacy::secagg::ShareKeys& m);
 Frame EncodeSecAggShares(const Header& h, const privacy::secagg::SharesFor& m);
-Frame EncodeSecAggMasked(const Header& h, uint32_t from, uint64_t clipped, uint64_t num_examples, const ChunkRef& chunk);
+Frame EncodeSecAggMasked(const Header& h, uint32_t from, uint64_t clipped, uint64_t num_examples, const ChunkRef& chunk,
+                         uint32_t rejected_shares = 0);
 Frame EncodeSecAggUnmask(const Header& h, const privacy::secagg::UnmaskRequest& r);
 Frame EncodeSecAggUnmaskShares(const Header& h, const privacy::secagg::UnmaskShares& m);
+Frame EncodeSecAggCheckSignature(const Header& h, const privacy::secagg::CheckSignature& m);
+Frame EncodeSecAggUnmaskProof(const Header& h, const privacy::secagg::UnmaskProof& m);
 
 StatusOr<privacy::secagg::AdvertiseKeys> DecodeSecAggKeys(const wire::SecAggKeys* k);
 StatusOr<privacy::secagg::Setup> DecodeSecAggSetup(const wire::SecAggSetup* s, uint64_t session, uint64_t round);
@@ -36,6 +40,8 @@ StatusOr<privacy::secagg::SharesFor> DecodeSecAggShares(const wire::SecAggShares
 StatusOr<SecAggMaskedChunk> DecodeSecAggMasked(const wire::SecAggMasked* m);
 StatusOr<privacy::secagg::UnmaskRequest> DecodeSecAggUnmask(const wire::SecAggUnmask* m);
 StatusOr<privacy::secagg::UnmaskShares> DecodeSecAggUnmaskShares(const wire::SecAggUnmaskShares* m);
+StatusOr<privacy::secagg::CheckSignature> DecodeSecAggCheckSignature(const wire::SecAggCheckSignature* m);
+StatusOr<privacy::secagg::UnmaskProof> DecodeSecAggUnmaskProof(const wire::SecAggUnmaskProof* m);
 
 // Masked words <-> payload bytes: little endian, 4 bytes each, or the low 2 bytes with 16 bits.
 std::vector<uint8_t> PackMasked(std::span<const uint32_t> words, uint32_t bits);

@@ -31,15 +31,20 @@ struct SecureSumPlan {
 // The coordinates masked in `round` (known before the roster); `codec` must pass
 // SecureSumRefusal. Each side computes them once a round.
 std::vector<uint32_t> SecureSumCoordinates(const codec::Codec& codec, uint64_t task_seed, uint64_t round);
-// The fixed-point encoding for a roster of `roster_size` (known at Setup).
-privacy::secagg::FixedPoint SecureSumEncoding(const protocol::PrivacyConfig& privacy, uint32_t roster_size);
+// The fixed-point encoding for a roster of `roster_size` and the Setup's threshold (both known
+// at Setup): the noise headroom is sized for every roster member surviving.
+privacy::secagg::FixedPoint SecureSumEncoding(const protocol::PrivacyConfig& privacy, uint32_t roster_size,
+                                              uint32_t threshold);
 
 struct EncodedUpdate {
   std::vector<uint32_t> words;
   uint64_t clipped = 0;  // values clipped to the range
 };
-// threshold: the Setup's t (the noise share's divisor).
-EncodedUpdate EncodeSecureUpdate(const SecureSumPlan& plan, std::span<const float> delta,
+// threshold: the Setup's t (the noise share's divisor). Refuses (and sends nothing) an update
+// with a value that is not finite -- its norm would skip the DP clip, and encoding would turn
+// the value into 0 -- and a noise share whose variance is not finite or too large to sample
+// exactly (an aggregator's absurd z or C): never less noise than the task promises.
+StatusOr<EncodedUpdate> EncodeSecureUpdate(const SecureSumPlan& plan, std::span<const float> delta,
                                  const protocol::PrivacyConfig& privacy, uint32_t threshold,
                                  privacy::SecureRandom& random);
 // The mean of the survivors' updates as a dense delta of n values.

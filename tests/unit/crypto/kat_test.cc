@@ -116,7 +116,7 @@ TEST_F(KatTest, X25519Rfc7748Section6_1) {
   EXPECT_EQ(ToHex(k_ba), ToHex(k_ab));
 }
 
-// crypto_box_keypair (what GenerateKeyPair and CurveZMQ use) yields public = X25519(secret, 9).
+// crypto_box_keypair (what CurveZMQ uses) yields public = X25519(secret, 9).
 TEST_F(KatTest, BoxKeypairIsX25519) {
   std::array<uint8_t, 32> pk{}, sk{}, derived{};
   ASSERT_EQ(crypto_box_keypair(pk.data(), sk.data()), 0);

@@ -1,4 +1,7 @@
 #include "crypto/keys.h"
+#include "crypto/crypto.h"
+
+#include <sodium.h>
 
 #include <gtest/gtest.h>
 
@@ -70,6 +73,21 @@ TEST_F(KeysTest, GenerateGivesConsistentDistinctKeys) {
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_FALSE(*a == *b);
   EXPECT_EQ(Z85Key(a->curve_public).size(), kZ85KeyChars);
+}
+
+// One .pub names both keys: the CURVE pair is the X25519 form of the Ed25519 pair, so a trusted
+// roster of .pub files can vouch for secure aggregation's Ed25519 identities.
+TEST_F(KeysTest, TheCurveKeyIsTheX25519FormOfTheSigningKey) {
+  for (int i = 0; i < 20; ++i) {
+    auto kp = GenerateKeyPair();
+    ASSERT_TRUE(kp.ok());
+    auto curve = SignToCurvePublic(kp->sign_public);
+    ASSERT_TRUE(curve.has_value());
+    EXPECT_EQ(*curve, kp->curve_public);
+    std::array<uint8_t, 32> derived{};
+    ASSERT_EQ(crypto_scalarmult_base(derived.data(), kp->curve_secret.data()), 0);
+    EXPECT_EQ(derived, kp->curve_public) << "the secret matches the public key";
+  }
 }
 
 TEST_F(KeysTest, RoundTripAndModes) {

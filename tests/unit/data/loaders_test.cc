@@ -271,6 +271,37 @@ TEST(CsvTest, LabelByNameWithNamedClasses) {
   EXPECT_TRUE(Contains(no.status().message(), ":1: column 1: 'cultivar' is not a number")) << no.status().ToString();
 }
 
+// sklearn's CSVs start with a count line ("569,30,malignant,benign": rows, features, class
+// names) whose cell count differs from the rows: the error says so and suggests skip=1, which
+// reads the file.
+TEST(CsvTest, ACountLineIsNamedAndSkipped) {
+  TempDir dir;
+  const std::string path = dir.File("sk.csv");
+  WritePlain(path, "4,2,no,yes\n1.5,2,0\n3,4,1\n5,6,0\n6,7.25,1\n");
+  auto bad = LoadDataset("csv:" + path, "");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Contains(bad.status().message(), ":1: column 3: 'no' is not a number")) << bad.status().ToString();
+  EXPECT_TRUE(Contains(bad.status().message(), "skip it: csv:" + path + ",skip=1")) << bad.status().ToString();
+  WritePlain(path, "4,2,7\n1.5,2\n3,4\n");  // all numbers: the row after it is ragged
+  auto ragged = LoadDataset("csv:" + path, "");
+  EXPECT_TRUE(Contains(ragged.status().message(), ":2: row has 2 cells, expected 3 (as on line 1)")) << ragged.status().ToString();
+  EXPECT_TRUE(Contains(ragged.status().message(), "skip it: csv:" + path + ",skip=1")) << ragged.status().ToString();
+  WritePlain(path, "4,2,no,yes\n1.5,2,0\n3,4,1\n5,6,0\n6,7.25,1\n");
+  auto d = LoadDataset("csv:" + path + ",skip=1", "");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->n, 4);
+  EXPECT_EQ(d->dim, 2);
+  EXPECT_EQ(d->x, (std::vector<float>{1.5f, 2, 3, 4, 5, 6, 6, 7.25f}));
+  EXPECT_EQ(d->y, (std::vector<int32_t>{0, 1, 0, 1}));
+  // A ragged row further down gets no such suggestion; skip must be a number.
+  WritePlain(path, "1,2,0\n3,4,1\n3,4\n");
+  auto later = LoadDataset("csv:" + path, "");
+  EXPECT_TRUE(Contains(later.status().message(), "row has 2 cells")) << later.status().ToString();
+  EXPECT_FALSE(Contains(later.status().message(), "skip")) << later.status().ToString();
+  EXPECT_TRUE(Contains(LoadDataset("csv:" + path + ",skip=x", "").status().message(), "unknown option 'skip=x'"));
+}
+
 TEST(CsvTest, BadLabelColumnsAndOptionsAreNamed) {
   TempDir dir;
   const std::string path = dir.File("d.csv");

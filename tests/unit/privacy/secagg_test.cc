@@ -159,13 +159,16 @@ std::vector<Party> MakeParties(uint32_t n, ClientPolicy policy = {}) {
 struct Plan {
   uint32_t n = 10, length = 16, threshold = 0;
   double min_threshold_fraction = 0.5;
-  std::set<uint32_t> no_advert = {}, no_shares = {}, no_masked = {}, no_unmask = {};  // party positions dropping at each stage
+  // party positions dropping at each stage
+  std::set<uint32_t> no_advert = {}, no_shares = {}, no_masked = {}, no_check = {}, no_unmask = {};
+  std::map<uint32_t, uint32_t> garble = {};  // party position -> how many of its shares it seals as garbage
 };
 
 struct Outcome {
   Status status;
   std::optional<Result> result;
   std::vector<uint32_t> expected;  // sum over survivors of their encodings mod 2^32
+  uint32_t degree = 0;             // the Setup's
 };
 
 Outcome Failed(Status st) {
@@ -195,6 +198,9 @@ Outcome RunProtocol(std::vector<Party>& parties, const Plan& plan, uint64_t seed
     if (plan.no_advert.count(i)) continue;
     auto sk = parties[i].client->OnSetup(*setup);
     if (!sk.ok()) return Failed(sk.status());
+    if (plan.garble.count(i))
+      for (uint32_t k = 0; k < plan.garble.at(i) && k < sk->shares.size(); ++k)
+        sk->shares[k].sealed[sk->shares[k].sealed.size() / 2] ^= 0x5a;
     if (!plan.no_shares.count(i)) {
       EXPECT_TRUE(server.AddShareKeys(*sk).ok());
     }
@@ -202,6 +208,7 @@ Outcome RunProtocol(std::vector<Party>& parties, const Plan& plan, uint64_t seed
   auto deliveries = server.CloseShareKeys();
   if (!deliveries.ok()) return Failed(deliveries.status());
   out.expected.assign(plan.length, 0);
+  out.degree = setup->degree;
   FixedPoint fp(1.0, static_cast<uint32_t>(setup->roster.size()));
   for (const SharesFor& d : *deliveries) {
     const uint32_t i = party_of.at(setup->roster[d.to].client_id);
@@ -219,7 +226,17 @@ Outcome RunProtocol(std::vector<Party>& parties, const Plan& plan, uint64_t seed
   if (!request.ok()) return Failed(request.status());
   for (uint32_t s : request->survivors) {
     const uint32_t i = party_of.at(setup->roster[s].client_id);
-    auto shares = parties[i].client->OnUnmask(*request);
+    auto sig = parties[i].client->OnCheck(*request);
+    if (!sig.ok()) return Failed(sig.status());
+    if (!plan.no_check.count(i)) {
+      EXPECT_TRUE(server.AddCheck(*sig).ok());
+    }
+  }
+  auto proof = server.CloseCheck();
+  if (!proof.ok()) return Failed(proof.status());
+  for (uint32_t s : proof->signers) {
+    const uint32_t i = party_of.at(setup->roster[s].client_id);
+    auto shares = parties[i].client->OnUnmask(*proof);
     if (!shares.ok()) return Failed(shares.status());
     if (!plan.no_unmask.count(i)) {
       EXPECT_TRUE(server.AddUnmask(*shares).ok());
@@ -305,18 +322,28 @@ class SecAggClientRefuses : public ::testing::Test {
   static std::vector<uint32_t> Words() { return {1, 2, 3, 4}; }
 };
 
-TEST_F(SecAggClientRefuses, AForgedOrMisaddressedShare) {
+// A neighbour that seals garbage (or a share altered on the way) is dropped and counted, not
+// fatal: one malicious client must not abort its neighbours' rounds. A misaddressed share, or
+// another client's delivery, still aborts.
+TEST_F(SecAggClientRefuses, AForgedShareIsDroppedAndAMisaddressedOneRefused) {
   SharesFor forged = deliveries_[0];
   forged.shares[0].sealed[30] ^= 1;
-  auto r = client(0).OnShares(forged, Words(), 0);
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("fails authentication"), std::string::npos) << r.status().ToString();
+  auto r = client(deliveries_[0].to).OnShares(forged, Words(), 0);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->rejected_shares, 1u);
+  EXPECT_EQ(client(deliveries_[0].to).rejected_shares(), 1u);
   SharesFor wrong = deliveries_[1];
   wrong.shares[0].to = 3;
   auto w = client(1).OnShares(wrong, Words(), 0);
   ASSERT_FALSE(w.ok());
   EXPECT_NE(w.status().message().find("addressed"), std::string::npos) << w.status().ToString();
   EXPECT_FALSE(client(2).OnShares(deliveries_[3], Words(), 0).ok()) << "another client's delivery";
+  // Garbage from more than k - t neighbours leaves fewer than t valid shares: refused.
+  SharesFor worse = deliveries_[4];
+  for (size_t i = 0; i + setup_.threshold <= worse.shares.size(); ++i) worse.shares[i].sealed[30] ^= 1;
+  auto x = client(worse.to).OnShares(worse, Words(), 0);
+  ASSERT_FALSE(x.ok());
+  EXPECT_NE(x.status().message().find("failed authentication"), std::string::npos) << x.status().ToString();
 }
 
 // A server that withholds neighbours' shares (claims they dropped before sharing) would leave
@@ -331,15 +358,19 @@ TEST_F(SecAggClientRefuses, FewerNeighboursThanTheThreshold) {
 
 TEST_F(SecAggClientRefuses, OverlappingSurvivorAndDroppedSetsAndTooFewSurvivors) {
   for (auto& d : deliveries_) ASSERT_TRUE(client(d.to).OnShares(d, Words(), 0).ok());
-  auto both = client(0).OnUnmask({{0, 1, 2, 3}, {3, 4}});
+  auto both = client(0).OnCheck({{0, 1, 2, 3}, {3, 4}});
   ASSERT_FALSE(both.ok());
   EXPECT_NE(both.status().message().find("both as survivor and as dropped"), std::string::npos);
   EXPECT_EQ(client(0).stage(), Client::Stage::kAborted);
-  auto few = client(1).OnUnmask({{0, 1}, {2, 3, 4}});
+  auto few = client(1).OnCheck({{0, 1}, {2, 3, 4}});
   ASSERT_FALSE(few.ok());
   EXPECT_NE(few.status().message().find("below the threshold"), std::string::npos);
-  auto unsorted = client(2).OnUnmask({{2, 1, 0}, {}});
+  auto unsorted = client(2).OnCheck({{2, 1, 0}, {}});
   EXPECT_FALSE(unsorted.ok());
+  // A request that meets the threshold and the quorum (3 of 5) is signed, once per round.
+  auto q = client(3).OnCheck({{0, 1, 3}, {2, 4}});
+  ASSERT_TRUE(q.ok()) << "3 of 5 meets the quorum floor(5 / 2) + 1 = 3: " << q.status().ToString();
+  EXPECT_FALSE(client(3).OnCheck({{0, 1, 3}, {2, 4}}).ok()) << "a second request in one round is never signed";
 }
 
 TEST_F(SecAggClientRefuses, ReplayedStagesAndAReusedRound) {
@@ -412,9 +443,11 @@ TEST(SecAgg, OneForgedUnmaskShareIsToleratedAndRepeatsRefused) {
   const std::vector<SharesFor> deliveries = *server.CloseShareKeys();
   for (const auto& d : deliveries) ASSERT_TRUE(server.AddMasked(*by_index[d.to]->OnShares(d, {1, 2, 3, 4}, 0)).ok());
   const UnmaskRequest request = *server.CloseMasked();
+  for (const auto& [index, c] : by_index) ASSERT_TRUE(server.AddCheck(*c->OnCheck(request)).ok());
+  const UnmaskProof proof = *server.CloseCheck();
   bool forged = false;
   for (const auto& [index, c] : by_index) {
-    UnmaskShares reveal = *c->OnUnmask(request);
+    UnmaskShares reveal = *c->OnUnmask(proof);
     if (!forged) {
       UnmaskShares twice = reveal;
       twice.shares.push_back(twice.shares.front());
@@ -449,6 +482,253 @@ TEST(SecAgg, ClientRefusesARosterThatAltersItsKeysOrForgesANeighbour) {
   bad.client_id = 999;
   Server s2(7, 1, ServerOptions{.range = 1.0, .length = 4});
   EXPECT_FALSE(s2.AddAdvert(bad).ok());
+}
+
+// ---- a malicious aggregator against real client state machines -----------------------------
+
+// Adverts, Setup, ShareKeys and MaskedInput run honestly; the server is left at Check and the
+// clients are found by roster index.
+struct AtCheck {
+  std::unique_ptr<Server> server;
+  secagg::Setup setup;
+  std::map<uint32_t, Client*> by_index;
+  std::map<uint32_t, const crypto::KeyPair*> keys;  // by roster index: what a colluder gives away
+};
+
+// The value of a step that must succeed; a failure names the step and stops the test.
+template <class T>
+T Must(StatusOr<T> r, const char* step) {
+  if (!r.ok()) throw std::runtime_error(std::string(step) + ": " + r.status().ToString());
+  return std::move(*r);
+}
+
+AtCheck RunToCheck(std::vector<Party>& parties, ServerOptions so, uint64_t round) {
+  AtCheck at;
+  at.server = std::make_unique<Server>(7, round, so);
+  for (auto& p : parties) EXPECT_TRUE(at.server->AddAdvert(Must(p.client->Start(7, round), "Start")).ok());
+  at.setup = Must(at.server->CloseAdverts(), "CloseAdverts");
+  for (auto& p : parties) {
+    EXPECT_TRUE(at.server->AddShareKeys(Must(p.client->OnSetup(at.setup), "OnSetup")).ok());
+    at.by_index[p.client->index()] = p.client.get();
+    at.keys[p.client->index()] = &p.keys;
+  }
+  for (const SharesFor& d : Must(at.server->CloseShareKeys(), "CloseShareKeys"))
+    EXPECT_TRUE(at.server->AddMasked(Must(at.by_index[d.to]->OnShares(d, std::vector<uint32_t>(so.length, d.to), 0),
+                                          "OnShares")).ok());
+  Must(at.server->CloseMasked(), "CloseMasked");
+  return at;
+}
+
+// Finding 1 (Bonawitz et al. CCS'17, §4): the server tells the victim and three clients "all
+// survived" (they would reveal shares of the victim's self mask b) and the other three "the
+// victim dropped" (they would reveal shares of its mask key s_sk). With t = 3 each group alone
+// holds t shares, so answering both would unmask the victim's input by itself. Each client signs
+// what it was told; the second group cannot show a quorum (4 of 7) on its request, so it refuses
+// and reveals nothing, whatever mix of signatures the server sends it.
+TEST(SecAggMaliciousServer, InconsistentSurvivorSetsRevealNothingTheyCouldCombine) {
+  auto parties = MakeParties(7, ClientPolicy{.min_threshold_fraction = 0.0});
+  AtCheck at = RunToCheck(parties, ServerOptions{.range = 1.0, .length = 4, .dropout = 0.0, .threshold = 3,
+                                                 .min_threshold_fraction = 0.0}, 1);
+  ASSERT_EQ(at.setup.degree, 6u);
+  const uint32_t victim = 0;
+  const UnmaskRequest all{{0, 1, 2, 3, 4, 5, 6}, {}}, without{{1, 2, 3, 4, 5, 6}, {victim}};
+  const std::set<uint32_t> told_all = {0, 1, 2, 3}, told_without = {4, 5, 6};
+  std::map<uint32_t, crypto::Signature> on_all, on_without;
+  for (uint32_t i : told_all) on_all[i] = at.by_index[i]->OnCheck(all)->signature;
+  for (uint32_t i : told_without) on_without[i] = at.by_index[i]->OnCheck(without)->signature;
+  auto proof_of = [](const std::map<uint32_t, crypto::Signature>& sigs) {
+    UnmaskProof p;
+    for (const auto& [i, sig] : sigs) {
+      p.signers.push_back(i);
+      p.signatures.push_back(sig);
+    }
+    return p;
+  };
+  std::map<uint32_t, crypto::Signature> mixed = on_all;
+  mixed.insert(on_without.begin(), on_without.end());  // every signature the server holds
+  std::map<uint32_t, std::set<bool>> kinds;  // owner -> kinds of share revealed (true: of s_sk)
+  for (uint32_t i : told_all) {
+    auto shares = at.by_index[i]->OnUnmask(proof_of(on_all));
+    ASSERT_TRUE(shares.ok()) << "4 signatures on its request meet the quorum: " << shares.status().ToString();
+    for (const RevealedShare& r : shares->shares) kinds[r.owner].insert(r.mask_key);
+  }
+  for (uint32_t i : told_without) {
+    // The three signatures on its request, all seven (four on another request), or only the
+    // other group's: none is a quorum on what this client signed.
+    const UnmaskProof proof = i == 4 ? proof_of(on_without) : i == 5 ? proof_of(mixed) : proof_of(on_all);
+    auto shares = at.by_index[i]->OnUnmask(proof);
+    ASSERT_FALSE(shares.ok()) << "client " << i << " revealed shares";
+    EXPECT_EQ(shares.status().code(), StatusCode::kPermissionDenied);
+    EXPECT_NE(shares.status().message().find("nothing revealed"), std::string::npos) << shares.status().ToString();
+    EXPECT_EQ(at.by_index[i]->stage(), Client::Stage::kAborted);
+    EXPECT_FALSE(at.by_index[i]->OnUnmask(proof_of(on_all)).ok()) << "an aborted client reveals nothing later";
+  }
+  EXPECT_EQ(kinds[victim], std::set<bool>{false}) << "only shares of the victim's self mask left any client";
+  // A forged signature does not count either: the fourth signature on `without` made up.
+  auto parties2 = MakeParties(7, ClientPolicy{.min_threshold_fraction = 0.0});
+  AtCheck at2 = RunToCheck(parties2, ServerOptions{.range = 1.0, .length = 4, .dropout = 0.0, .threshold = 3,
+                                                   .min_threshold_fraction = 0.0}, 2);
+  std::map<uint32_t, crypto::Signature> sigs;
+  for (uint32_t i : told_without) sigs[i] = at2.by_index[i]->OnCheck(without)->signature;
+  sigs[3] = sigs[4];
+  EXPECT_FALSE(at2.by_index[4]->OnUnmask(proof_of(sigs)).ok());
+}
+
+// The quorum argument with colluders: the server holds the identity keys of c = floor(gamma n)
+// clients (it signs anything as them) and splits the honest ones among two or three requests,
+// then shows each client every signature it has on that client's request. Over 300 random
+// splits, the clients that reveal all signed one and the same request.
+TEST(SecAggMaliciousServer, WithColludersEveryClientThatRevealsSawTheSameSurvivorSet) {
+  const uint32_t n = 9;
+  const double gamma = 0.25;  // c = 2, quorum = floor(11 / 2) + 1 = 6
+  ASSERT_EQ(ConsistencyQuorum(n, gamma), 6u);
+  auto parties = MakeParties(n, ClientPolicy{.colluding_fraction = gamma});
+  Rng rng(5);
+  int revealed_rounds = 0;
+  for (uint64_t round = 1; round <= 300; ++round) {
+    AtCheck at = RunToCheck(parties, ServerOptions{.range = 1.0, .length = 4, .dropout = 0.0,
+                                                   .colluding_fraction = gamma}, round);
+    std::vector<uint32_t> order(n);
+    std::iota(order.begin(), order.end(), 0u);
+    rng.Shuffle(std::span<uint32_t>(order));
+    const std::set<uint32_t> colluders = {order[0], order[1]};
+    const uint32_t groups = 2 + static_cast<uint32_t>(rng.NextU64() % 2);
+    std::vector<UnmaskRequest> requests(groups);
+    std::map<uint32_t, uint32_t> group_of;
+    for (uint32_t k = 2; k < n; ++k) group_of[order[k]] = static_cast<uint32_t>(rng.NextU64() % groups);
+    for (uint32_t g = 0; g < groups; ++g) {
+      // Every client survives except a random few marked dropped (never one told this request).
+      for (uint32_t i = 0; i < n; ++i) {
+        const bool told = group_of.count(i) && group_of[i] == g;
+        (told || colluders.count(i) || rng.NextU64() % 3 ? requests[g].survivors : requests[g].dropped).push_back(i);
+      }
+    }
+    std::vector<std::map<uint32_t, crypto::Signature>> sigs(groups);
+    for (const auto& [i, g] : group_of) {
+      auto s = at.by_index[i]->OnCheck(requests[g]);
+      if (s.ok()) sigs[g][i] = s->signature;
+    }
+    for (uint32_t g = 0; g < groups; ++g)
+      for (uint32_t c : colluders)
+        if (std::binary_search(requests[g].survivors.begin(), requests[g].survivors.end(), c))
+          sigs[g][c] = crypto::Sign(CheckMessage(7, round, requests[g]), at.keys[c]->sign_secret);
+    std::set<uint32_t> revealing_groups;
+    for (const auto& [i, g] : group_of) {
+      if (at.by_index[i]->stage() != Client::Stage::kChecked) continue;
+      UnmaskProof proof;
+      for (const auto& [j, sig] : sigs[g]) {
+        proof.signers.push_back(j);
+        proof.signatures.push_back(sig);
+      }
+      if (at.by_index[i]->OnUnmask(proof).ok()) revealing_groups.insert(g);
+    }
+    EXPECT_LE(revealing_groups.size(), 1u) << "round " << round << ": clients revealed on different survivor sets";
+    revealed_rounds += !revealing_groups.empty();
+  }
+  EXPECT_GT(revealed_rounds, 0) << "some splits leave one group a quorum (the test exercises reveals)";
+}
+
+// Finding 2: a roster made of the server's own adverts (fresh identities, the same client ids)
+// around the victim's. Without a trusted roster every check passes -- the limit docs/SECURITY.md
+// states; with one, the victim refuses the first unknown identity.
+TEST(SecAggMaliciousServer, ARosterOfTheServersOwnIdentitiesIsRefusedWithATrustedRoster) {
+  auto real = MakeParties(5);
+  auto trusted = std::make_shared<TrustedKeys>();
+  for (auto& p : real) trusted->insert(p.keys.curve_public);
+  for (bool with_roster : {false, true}) {
+    auto fakes = MakeParties(5);
+    ClientPolicy policy;
+    if (with_roster) policy.trusted = trusted;
+    Client victim(100, real[0].keys.sign_secret, policy);
+    Server server(7, 1, ServerOptions{.range = 1.0, .length = 4});
+    ASSERT_TRUE(server.AddAdvert(*victim.Start(7, 1)).ok());
+    for (uint32_t i = 1; i < 5; ++i) ASSERT_TRUE(server.AddAdvert(*fakes[i].client->Start(7, 1)).ok());
+    secagg::Setup setup = *server.CloseAdverts();
+    auto r = victim.OnSetup(setup);
+    if (!with_roster) {
+      EXPECT_TRUE(r.ok()) << "without a trusted roster the server's own identities pass: " << r.status().ToString();
+      continue;
+    }
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kPermissionDenied);
+    EXPECT_NE(r.status().message().find("not in this client's trusted roster"), std::string::npos) << r.status().ToString();
+    EXPECT_EQ(victim.stage(), Client::Stage::kAborted);
+  }
+  // The real federation passes the same trusted roster.
+  std::vector<Party> vouched(5);
+  for (uint32_t i = 0; i < 5; ++i) {
+    vouched[i].keys = real[i].keys;
+    vouched[i].client = std::make_unique<Client>(100 + 3 * i, real[i].keys.sign_secret, ClientPolicy{.trusted = trusted});
+  }
+  Plan plan{.n = 5, .length = 4, .threshold = 3};
+  Outcome o = RunProtocol(vouched, plan, 3, 9);
+  ASSERT_TRUE(o.result.has_value()) << o.status.ToString();
+  EXPECT_EQ(o.result->sum, o.expected);
+}
+
+// A roster smaller than the client's minimum, with fewer neighbours or a lower threshold than
+// its policy, or listing one identity twice, is refused at Setup.
+TEST(SecAggMaliciousServer, SetupsBelowTheClientsPolicyAreRefused) {
+  struct Case {
+    ClientPolicy policy;
+    const char* names;
+  };
+  const Case cases[] = {{ClientPolicy{.min_roster = 6}, "min_roster"},
+                        {ClientPolicy{.min_degree = 5}, "min_neighbours"},
+                        {ClientPolicy{.min_threshold = 4}, "min_threshold"}};
+  for (const Case& c : cases) {
+    auto parties = MakeParties(5, c.policy);
+    Server server(7, 1, ServerOptions{.range = 1.0, .length = 4, .threshold = 3});  // 5 clients, k = 4, t = 3
+    for (auto& p : parties) ASSERT_TRUE(server.AddAdvert(*p.client->Start(7, 1)).ok());
+    auto r = parties[0].client->OnSetup(Must(server.CloseAdverts(), "CloseAdverts"));
+    ASSERT_FALSE(r.ok()) << c.names;
+    EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(r.status().message().find(c.names), std::string::npos) << r.status().ToString();
+  }
+  // The default minimum roster is 3: two clients' sum less one's own update is the other's.
+  auto two = MakeParties(3);
+  Server server(7, 1, ServerOptions{.range = 1.0, .length = 4, .threshold = 2});
+  for (auto& p : two) ASSERT_TRUE(server.AddAdvert(*p.client->Start(7, 1)).ok());
+  secagg::Setup small = Must(server.CloseAdverts(), "CloseAdverts");
+  small.roster.pop_back();
+  small.degree = 1;
+  small.threshold = 1;
+  auto r = two[0].client->OnSetup(small);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("min_roster"), std::string::npos) << r.status().ToString();
+  // One identity twice: an honest server refuses it, so the malicious one edits its Setup
+  // (the fourth advert re-signed with the third client's key, which it holds).
+  auto dup = MakeParties(4);
+  Server s2(7, 1, ServerOptions{.range = 1.0, .length = 4, .threshold = 2});
+  for (auto& p : dup) ASSERT_TRUE(s2.AddAdvert(*p.client->Start(7, 1)).ok());
+  secagg::Setup twice = Must(s2.CloseAdverts(), "CloseAdverts");
+  twice.roster[3].identity = twice.roster[2].identity;
+  twice.roster[3].signature = crypto::Sign(AdvertMessage(7, 1, twice.roster[3]), dup[2].keys.sign_secret);
+  auto d = dup[0].client->OnSetup(twice);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("identity twice"), std::string::npos) << d.status().ToString();
+}
+
+// Finding 5: a client that seals garbage for some neighbours does not abort their rounds: each
+// drops and counts the share, and while the garbler's secrets keep t valid shares the round
+// completes with the exact sum and the count reaches the server. A garbler that seals garbage
+// for every neighbour leaves its own masks unremovable: its neighbours still send their masked
+// inputs (none aborts), and the server aborts the round at Finish naming it, unmasking nothing.
+TEST(SecAgg, AClientSealingGarbageSharesDoesNotAbortItsNeighbours) {
+  auto parties = MakeParties(8);
+  Plan plan{.n = 8, .length = 32};
+  plan.garble = {{2, 1}};
+  Outcome o = RunProtocol(parties, plan, 4);
+  ASSERT_TRUE(o.result.has_value()) << o.status.ToString();
+  EXPECT_EQ(o.result->sum, o.expected);
+  EXPECT_EQ(o.result->survivors.size(), 8u);
+  EXPECT_EQ(o.result->rejected_shares, 1u);
+  EXPECT_EQ(o.result->signatures, 8u);
+  Plan all{.n = 8, .length = 32};
+  all.garble = {{2, 100}};
+  Outcome a = RunProtocol(parties, all, 5, 2);
+  ASSERT_FALSE(a.result.has_value());
+  EXPECT_NE(a.status.message().find("client 106's self mask"), std::string::npos) << a.status.ToString();
 }
 
 // One client's masked input, for an all-zero and for a structured plaintext: its bytes are

@@ -57,10 +57,11 @@ TEST(SecAggMessages, ARealRoundsMessagesRoundTrip) {
     auto masked = *c.OnShares(back, {1, 2, 3, 4, 5}, 0);
     const auto bytes = PackMasked(masked.masked, 16);
     ASSERT_EQ(bytes.size(), 10u);
-    const Frame f = EncodeSecAggMasked(kHeader, masked.from, 4, 99, SplitPayload(bytes, 1024).at(0));
+    const Frame f = EncodeSecAggMasked(kHeader, masked.from, 4, 99, SplitPayload(bytes, 1024).at(0), 2);
     auto chunk = DecodeAs<SecAggMaskedChunk>(f, MessageKind::SecAggMasked);
     EXPECT_EQ(chunk.from, masked.from);
     EXPECT_EQ(chunk.clipped, 4u);
+    EXPECT_EQ(chunk.rejected_shares, 2u);
     EXPECT_EQ(chunk.num_examples, 99u);
     auto words = UnpackMasked(chunk.chunk.data, 16, 5);
     ASSERT_TRUE(words.ok());
@@ -72,7 +73,18 @@ TEST(SecAggMessages, ARealRoundsMessagesRoundTrip) {
   EXPECT_EQ(r.survivors, request.survivors);
   EXPECT_EQ(r.dropped, request.dropped);
   for (auto& c : clients) {
-    auto reveal = *c->OnUnmask(r);
+    auto sig = *c->OnCheck(r);
+    auto back = DecodeAs<sa::CheckSignature>(EncodeSecAggCheckSignature(kHeader, sig), MessageKind::SecAggCheckSignature);
+    EXPECT_EQ(back.from, sig.from);
+    EXPECT_EQ(back.signature, sig.signature);
+    ASSERT_TRUE(server.AddCheck(back).ok()) << "the decoded signature still verifies";
+  }
+  const sa::UnmaskProof proof = *server.CloseCheck();
+  const auto p = DecodeAs<sa::UnmaskProof>(EncodeSecAggUnmaskProof(kHeader, proof), MessageKind::SecAggUnmaskProof);
+  EXPECT_EQ(p.signers, proof.signers);
+  EXPECT_EQ(p.signatures, proof.signatures);
+  for (auto& c : clients) {
+    auto reveal = *c->OnUnmask(p);
     auto back = DecodeAs<sa::UnmaskShares>(EncodeSecAggUnmaskShares(kHeader, reveal), MessageKind::SecAggUnmaskShares);
     ASSERT_EQ(back.shares.size(), reveal.shares.size());
     EXPECT_EQ(back.shares[0].y, reveal.shares[0].y);
@@ -108,6 +120,13 @@ TEST(SecAggMessages, WrongLengthsAndBitsAreRefused) {
   auto masked = wire::CreateSecAggMasked(fb5, 0, 0, 1);
   EXPECT_TRUE(RefusedWith(Finish(fb5, kHeader, wire::Message::SecAggMasked, masked.Union()), "no payload"));
   EXPECT_FALSE(UnpackMasked(std::vector<uint8_t>(9, 0), 16, 5).ok());
+  flatbuffers::FlatBufferBuilder fb6;
+  std::vector<uint32_t> signers = {0, 1};
+  auto proof = wire::CreateSecAggUnmaskProof(fb6, fb6.CreateVector(signers), fb6.CreateVector(std::vector<uint8_t>(127, 0)));
+  EXPECT_TRUE(RefusedWith(Finish(fb6, kHeader, wire::Message::SecAggUnmaskProof, proof.Union()), "64 each"));
+  flatbuffers::FlatBufferBuilder fb7;
+  auto csig = wire::CreateSecAggCheckSignature(fb7, 0, fb7.CreateVector(std::vector<uint8_t>(63, 0)));
+  EXPECT_TRUE(RefusedWith(Finish(fb7, kHeader, wire::Message::SecAggCheckSignature, csig.Union()), "64 bytes"));
 }
 
 TEST(SecAggMessages, WelcomePrivacyRoundTripsAndIsChecked) {

@@ -17,9 +17,14 @@ bool FixedPoint::Fits(uint32_t m, double headroom) const {
   return static_cast<double>(m) * (range * scale + 0.5) + headroom * scale < limit;
 }
 
-FixedPoint RoundEncoding(double range, uint32_t m, uint32_t bits, double dp_clip, double z) {
+double NoiseHeadroom(uint32_t m, uint32_t threshold, double dp_clip, double z) {
+  const double t = threshold ? threshold : std::max(m, 1u);
+  return 8 * dp_clip * z * std::sqrt(std::max(static_cast<double>(m), t) / t);
+}
+
+FixedPoint RoundEncoding(double range, uint32_t m, uint32_t bits, double dp_clip, double z, uint32_t threshold) {
   const double noise = dp_clip * z;
-  FixedPoint fp(range, m, bits, 8 * noise);
+  FixedPoint fp(range, m, bits, NoiseHeadroom(m, threshold, dp_clip, z));
   if (bits == 32 && noise > 0) fp.scale = std::min(fp.scale, 16777216.0 / noise);
   return fp;
 }

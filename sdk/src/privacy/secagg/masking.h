@@ -32,11 +32,17 @@ struct FixedPoint {
   bool Fits(uint32_t max_summands, double headroom = 0.0) const;
 };
 
-// The encoding of a round with m clients: with distributed DP (noise stddev z C on the sum),
-// room for 8 standard deviations of that noise, and (32 bits) a scale of at most 2^24 / (z C),
-// since finer steps drown in the noise; this keeps each client's share of the noise, a
-// discrete Gaussian of variance (z C s)^2 / m, below 2^48.
-FixedPoint RoundEncoding(double range, uint32_t m, uint32_t bits, double dp_clip = 0.0, double noise_multiplier = 0.0);
+// The room, in value units, for the sum's distributed DP noise: each of up to m survivors adds
+// a share of variance (z C)^2 / t (calibrated to the threshold t, the fewest a sum can have), so
+// the sum's noise has standard deviation z C sqrt(m / t) at most; 8 of those.
+double NoiseHeadroom(uint32_t m, uint32_t threshold, double dp_clip, double noise_multiplier);
+
+// The encoding of a round with m clients and threshold t (0: t = m): with distributed DP, room
+// for NoiseHeadroom, and (32 bits) a scale of at most 2^24 / (z C), since finer steps drown in
+// the noise; this keeps each client's share of the noise, a discrete Gaussian of variance
+// (z C s)^2 / t, below 2^48.
+FixedPoint RoundEncoding(double range, uint32_t m, uint32_t bits, double dp_clip = 0.0, double noise_multiplier = 0.0,
+                         uint32_t threshold = 0);
 
 // out[i] = encoding of x[i]; returns how many values were outside [-R, R] (clipped) or not finite.
 uint64_t EncodeFixed(const FixedPoint& fp, std::span<const float> x, std::span<uint32_t> out);

@@ -61,6 +61,21 @@ std::vector<uint8_t> AdvertMessage(uint64_t session, uint64_t round, const Adver
   return m;
 }
 
+std::vector<uint8_t> CheckMessage(uint64_t session, uint64_t round, const UnmaskRequest& r) {
+  std::vector<uint8_t> m = Context("shoal secagg v1 consistency", session, round);
+  Put32(m, static_cast<uint32_t>(r.survivors.size()));
+  for (uint32_t i : r.survivors) Put32(m, i);
+  Put32(m, static_cast<uint32_t>(r.dropped.size()));
+  for (uint32_t i : r.dropped) Put32(m, i);
+  return m;
+}
+
+uint32_t ConsistencyQuorum(uint32_t n, double colluding_fraction) {
+  const double gamma = std::isfinite(colluding_fraction) ? std::clamp(colluding_fraction, 0.0, 1.0) : 1.0;
+  const uint64_t c = static_cast<uint64_t>(std::floor(gamma * n));
+  return static_cast<uint32_t>((uint64_t{n} + c) / 2 + 1);
+}
+
 // ---- Client ------------------------------------------------------------------------------
 
 Client::Client(uint32_t client_id, std::span<const uint8_t, 64> identity_secret, ClientPolicy policy)
@@ -72,6 +87,8 @@ Client::Client(uint32_t client_id, std::span<const uint8_t, 64> identity_secret,
 Status Client::Abort(Status why) {
   stage_ = Stage::kAborted;
   held_.clear();
+  delivered_.clear();
+  request_ = {};
   self_seed_.fill(0);
   s_.secret_key.fill(0);
   c_.secret_key.fill(0);
@@ -86,6 +103,9 @@ StatusOr<AdvertiseKeys> Client::Start(uint64_t session, uint64_t round) {
                                             std::to_string(round) + ", which this client already ran"));
   stage_ = Stage::kAdvertised;
   held_.clear();
+  delivered_.clear();
+  rejected_shares_ = 0;
+  request_ = {};
   c_ = crypto::NewX25519();
   s_ = crypto::NewX25519();
   AdvertiseKeys a{client_id_, identity_public_, c_.public_key, s_.public_key, {}};
@@ -101,6 +121,17 @@ StatusOr<ShareKeys> Client::OnSetup(const Setup& setup) {
   if (n < 2 || setup.degree == 0 || setup.degree >= n || setup.threshold == 0 || setup.threshold > setup.degree ||
       setup.length == 0 || !(setup.range > 0) || !std::isfinite(setup.range) || (setup.bits != 16 && setup.bits != 32))
     return Abort(Status::InvalidArgument("Setup parameters out of range"));
+  if (n < policy_.min_roster)
+    return Abort(Status::FailedPrecondition("Setup's roster has " + std::to_string(n) + " clients, below this client's " +
+                                            "minimum of " + std::to_string(policy_.min_roster) + " (min_roster)"));
+  if (setup.degree < policy_.min_degree)
+    return Abort(Status::FailedPrecondition("Setup gives " + std::to_string(setup.degree) +
+                                            " neighbours, below this client's minimum of " +
+                                            std::to_string(policy_.min_degree) + " (min_neighbours)"));
+  if (setup.threshold < policy_.min_threshold)
+    return Abort(Status::FailedPrecondition("Setup's threshold " + std::to_string(setup.threshold) +
+                                            " is below this client's minimum of " +
+                                            std::to_string(policy_.min_threshold) + " (min_threshold)"));
   if (setup.degree > policy_.max_degree)
     return Abort(Status::InvalidArgument("Setup asks for " + std::to_string(setup.degree) + " neighbours, over this client's " +
                                          std::to_string(policy_.max_degree)));
@@ -115,6 +146,18 @@ StatusOr<ShareKeys> Client::OnSetup(const Setup& setup) {
     if (setup.roster[i].client_id == client_id_) me = i;
   }
   if (!me) return Abort(Status::InvalidArgument("Setup roster does not include this client"));
+  // The consistency quorum counts identities: each must be one, and trusted when a roster is.
+  std::set<Key32> identities;
+  for (const AdvertiseKeys& a : setup.roster) {
+    if (!identities.insert(a.identity).second)
+      return Abort(Status::InvalidArgument("Setup roster lists one identity twice (client " + std::to_string(a.client_id) + ")"));
+    if (policy_.trusted && a.client_id != client_id_) {  // its own entry is checked against its keys below
+      const auto curve = crypto::SignToCurvePublic(a.identity);
+      if (!curve || !policy_.trusted->count(*curve))
+        return Abort(Status::PermissionDenied("Setup roster names client " + std::to_string(a.client_id) +
+                                              " with an identity that is not in this client's trusted roster"));
+    }
+  }
   const AdvertiseKeys& mine = setup.roster[*me];
   if (mine.c_public != c_.public_key || mine.s_public != s_.public_key || mine.identity != identity_public_)
     return Abort(Status::InvalidArgument("Setup roster altered this client's keys"));
@@ -167,34 +210,47 @@ StatusOr<MaskedInput> Client::OnShares(const SharesFor& delivery, std::vector<ui
   const auto ctx = Context("shoal secagg v1 share", session_, round_);
   for (const SealedShare& sh : delivery.shares) {
     if (sh.to != index_) return Abort(Status::InvalidArgument("a share addressed to client index " + std::to_string(sh.to)));
-    if (!Contains(neighbours_, sh.from) || held_.count(sh.from))
+    if (!Contains(neighbours_, sh.from) || Contains(delivered_, sh.from))
       return Abort(Status::InvalidArgument("a share from " + std::to_string(sh.from) + ", not a neighbour or repeated"));
+    delivered_.insert(std::upper_bound(delivered_.begin(), delivered_.end(), sh.from), sh.from);
+    // A share that fails to open was sealed as garbage by its sender (or altered on the way):
+    // it is dropped and counted, and the round goes on as long as t valid shares remain. The
+    // pairwise mask with that neighbour still goes on below (it needs only its s_pk), so the
+    // masks stay paired with the ones the neighbour adds.
     auto key = Agree(c_, setup_.roster[sh.from].c_public, ctx);
     if (!key.ok()) return Abort(key.status());
     const std::vector<uint8_t> header = ShareHeader(sh.from, index_, session_, round_);
     std::vector<uint8_t> plain;
     if (!crypto::Open(*key, header, sh.sealed, plain) || plain.size() != kSharePlaintext ||
-        !std::equal(header.begin(), header.end(), plain.begin()))
-      return Abort(Status::InvalidArgument("the share from " + std::to_string(sh.from) + " fails authentication"));
+        !std::equal(header.begin(), header.end(), plain.begin())) {
+      ++rejected_shares_;
+      continue;
+    }
     auto s = DecodeShareY(index_ + 1, std::span<const uint8_t>(plain).subspan(24, 64));
     auto b = DecodeShareY(index_ + 1, std::span<const uint8_t>(plain).subspan(88, 64));
     std::fill(plain.begin(), plain.end(), 0);
-    if (!s.ok() || !b.ok()) return Abort(Status::InvalidArgument("a malformed share from " + std::to_string(sh.from)));
+    if (!s.ok() || !b.ok()) {
+      ++rejected_shares_;
+      continue;
+    }
     held_[sh.from] = {*s, *b};
   }
   // Fewer than t neighbours' keys would leave this input masked by too few pairwise masks: a
   // server that withholds the others' shares could then unmask it with the self-mask alone.
   if (held_.size() < setup_.threshold)
     return Abort(Status::FailedPrecondition("only " + std::to_string(held_.size()) +
-                                            " neighbours shared keys with this client, below the threshold " +
+                                            " neighbours shared valid keys with this client (" +
+                                            std::to_string(rejected_shares_) +
+                                            " failed authentication), below the threshold " +
                                             std::to_string(setup_.threshold)));
   MaskedInput out;
   out.from = index_;
   out.masked = std::move(encoded);
   out.clipped = clipped;
+  out.rejected_shares = rejected_shares_;
   std::vector<MaskKey> masks = {{self_seed_, false}};
   const auto ctx_mask = Context("shoal secagg v1 mask", session_, round_);
-  for (const auto& [v, shares] : held_) {
+  for (uint32_t v : delivered_) {
     auto key = Agree(s_, setup_.roster[v].s_public, ctx_mask);
     if (!key.ok()) return Abort(key.status());
     masks.push_back({*key, index_ > v});
@@ -205,8 +261,9 @@ StatusOr<MaskedInput> Client::OnShares(const SharesFor& delivery, std::vector<ui
   return out;
 }
 
-StatusOr<UnmaskShares> Client::OnUnmask(const UnmaskRequest& r) {
-  if (stage_ != Stage::kMasked) return Abort(Status::FailedPrecondition("Unmask out of order (a replayed stage?)"));
+StatusOr<CheckSignature> Client::OnCheck(const UnmaskRequest& r) {
+  if (stage_ != Stage::kMasked)
+    return Abort(Status::FailedPrecondition("Check out of order (a replayed stage, or a second request this round?)"));
   const uint32_t n = static_cast<uint32_t>(setup_.roster.size());
   if (!SortedUnique(r.survivors, n) || !SortedUnique(r.dropped, n))
     return Abort(Status::InvalidArgument("Unmask lists are not sorted, unique roster indices"));
@@ -218,12 +275,42 @@ StatusOr<UnmaskShares> Client::OnUnmask(const UnmaskRequest& r) {
   if (r.survivors.size() < setup_.threshold)
     return Abort(Status::FailedPrecondition(std::to_string(r.survivors.size()) + " survivors, below the threshold " +
                                             std::to_string(setup_.threshold)));
+  const uint32_t quorum = ConsistencyQuorum(n, policy_.colluding_fraction);
+  if (r.survivors.size() < quorum)
+    return Abort(Status::FailedPrecondition(std::to_string(r.survivors.size()) + " survivors of " + std::to_string(n) +
+                                            ", below the consistency quorum " + std::to_string(quorum)));
+  request_ = r;
+  stage_ = Stage::kChecked;
+  return CheckSignature{index_, crypto::Sign(CheckMessage(session_, round_, r), identity_secret_)};
+}
+
+StatusOr<UnmaskShares> Client::OnUnmask(const UnmaskProof& proof) {
+  if (stage_ != Stage::kChecked) return Abort(Status::FailedPrecondition("Unmask out of order (a replayed stage?)"));
+  if (proof.signers.size() != proof.signatures.size())
+    return Abort(Status::InvalidArgument("Unmask holds " + std::to_string(proof.signatures.size()) + " signatures for " +
+                                         std::to_string(proof.signers.size()) + " signers"));
+  const uint32_t n = static_cast<uint32_t>(setup_.roster.size());
+  const uint32_t quorum = ConsistencyQuorum(n, policy_.colluding_fraction);
+  // Each signature must be a survivor's, on exactly the request this client signed; the
+  // identities are distinct (checked at Setup), so valid signers count distinct identities.
+  const std::vector<uint8_t> message = CheckMessage(session_, round_, request_);
+  uint32_t valid = 0;
+  for (size_t i = 0; i < proof.signers.size(); ++i) {
+    const uint32_t signer = proof.signers[i];
+    if ((i && signer <= proof.signers[i - 1]) || signer >= n || !Contains(request_.survivors, signer)) continue;
+    if (crypto::Verify(proof.signatures[i], message, setup_.roster[signer].identity)) ++valid;
+  }
+  if (valid < quorum)
+    return Abort(Status::PermissionDenied(
+        "Unmask carries " + std::to_string(valid) + " valid signatures on the survivor set this client signed, below the "
+        "consistency quorum " + std::to_string(quorum) + " of " + std::to_string(n) +
+        ": the aggregator may have told clients different survivor sets; nothing revealed"));
   UnmaskShares out;
   out.from = index_;
   for (const auto& [owner, shares] : held_) {
-    if (Contains(r.survivors, owner))
+    if (Contains(request_.survivors, owner))
       out.shares.push_back({owner, false, EncodeShareY(shares.second)});
-    else if (Contains(r.dropped, owner))
+    else if (Contains(request_.dropped, owner))
       out.shares.push_back({owner, true, EncodeShareY(shares.first)});
   }
   held_.clear();
@@ -319,9 +406,12 @@ Status Server::AddMasked(const MaskedInput& m) {
     return Status::InvalidArgument("MaskedInput has " + std::to_string(m.masked.size()) + " values, expected " +
                                    std::to_string(sum_.size()));
   if (m.clipped > m.masked.size()) return Status::InvalidArgument("MaskedInput claims more clipped values than it has");
+  if (m.rejected_shares > neighbours_[m.from].size())
+    return Status::InvalidArgument("MaskedInput claims more rejected shares than it has neighbours");
   for (size_t i = 0; i < sum_.size(); ++i) sum_[i] += m.masked[i];
   clipped_ += m.clipped;
-  masked_[m.from] = MaskedInput{m.from, {}, m.clipped};
+  rejected_shares_ += m.rejected_shares;
+  masked_[m.from] = MaskedInput{m.from, {}, m.clipped, m.rejected_shares};
   return Status::Ok();
 }
 
@@ -335,13 +425,46 @@ StatusOr<UnmaskRequest> Server::CloseMasked() {
   if (request_.survivors.size() < setup_.threshold)
     return Status::FailedPrecondition(std::to_string(request_.survivors.size()) + " masked inputs, below the threshold " +
                                       std::to_string(setup_.threshold) + ": round aborted, nothing unmasked");
+  const uint32_t n = static_cast<uint32_t>(setup_.roster.size());
+  const uint32_t quorum = ConsistencyQuorum(n, o_.colluding_fraction);
+  if (request_.survivors.size() < quorum)
+    return Status::FailedPrecondition(std::to_string(request_.survivors.size()) + " masked inputs of " +
+                                      std::to_string(n) + ", below the consistency quorum " + std::to_string(quorum) +
+                                      ": round aborted, nothing unmasked");
+  check_message_ = CheckMessage(session_, round_, request_);
   return request_;
 }
 
+Status Server::AddCheck(const CheckSignature& m) {
+  if (stage_ != 3) return Status::FailedPrecondition("CheckSignature outside its stage");
+  if (!Contains(request_.survivors, m.from) || signatures_.count(m.from))
+    return Status::InvalidArgument("CheckSignature from a client that is not a survivor, or repeated");
+  if (!crypto::Verify(m.signature, check_message_, setup_.roster[m.from].identity))
+    return Status::InvalidArgument("CheckSignature does not verify on the survivor set this aggregator sent");
+  signatures_[m.from] = m.signature;
+  return Status::Ok();
+}
+
+StatusOr<UnmaskProof> Server::CloseCheck() {
+  if (stage_ != 3) return Status::FailedPrecondition("CheckSignature already closed");
+  stage_ = 4;
+  const uint32_t n = static_cast<uint32_t>(setup_.roster.size());
+  const uint32_t quorum = std::max(ConsistencyQuorum(n, o_.colluding_fraction), setup_.threshold);
+  if (signatures_.size() < quorum)
+    return Status::FailedPrecondition(std::to_string(signatures_.size()) + " consistency signatures, below the quorum " +
+                                      std::to_string(quorum) + ": round aborted, nothing unmasked");
+  UnmaskProof proof;
+  for (const auto& [i, sig] : signatures_) {
+    proof.signers.push_back(i);
+    proof.signatures.push_back(sig);
+  }
+  return proof;
+}
+
 Status Server::AddUnmask(const UnmaskShares& m) {
-  if (stage_ != 3) return Status::FailedPrecondition("UnmaskShares outside its stage");
-  if (!Contains(request_.survivors, m.from) || unmasked_.count(m.from))
-    return Status::InvalidArgument("UnmaskShares from a client that is not a survivor, or repeated");
+  if (stage_ != 4) return Status::FailedPrecondition("UnmaskShares outside its stage");
+  if (!signatures_.count(m.from) || unmasked_.count(m.from))
+    return Status::InvalidArgument("UnmaskShares from a client that did not sign the survivor set, or repeated");
   std::vector<std::pair<uint32_t, std::pair<bool, Share>>> accepted;
   std::set<uint32_t> owners;
   for (const RevealedShare& r : m.shares) {
@@ -358,8 +481,8 @@ Status Server::AddUnmask(const UnmaskShares& m) {
 }
 
 StatusOr<Result> Server::Finish() {
-  if (stage_ != 3) return Status::FailedPrecondition("secure aggregation round is not at Unmask");
-  stage_ = 4;
+  if (stage_ != 4) return Status::FailedPrecondition("secure aggregation round is not at Unmask");
+  stage_ = 5;
   const uint32_t t = setup_.threshold;
   // The secret of `owner` from its shares: the first t, or with one share left out at a time
   // when those fail `check` (a forged share), as long as t remain.
@@ -412,6 +535,8 @@ StatusOr<Result> Server::Finish() {
   for (uint32_t u : request_.survivors) r.survivors.push_back(client_id(u));
   r.recovered = static_cast<uint32_t>(request_.dropped.size());
   r.clipped = clipped_;
+  r.signatures = static_cast<uint32_t>(signatures_.size());
+  r.rejected_shares = rejected_shares_;
   return r;
 }
 

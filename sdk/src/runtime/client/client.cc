@@ -1,4 +1,5 @@
 #include "runtime/client/client_impl.h"
+#include "runtime/client/policy.h"
 #include "transport/zmq/security.h"
 
 namespace shoal {
@@ -29,6 +30,7 @@ StatusOr<bool> SecurityFromFlags(const ClientOptions& o) {
 Status ValidateClientOptions(const ClientOptions& options) {
   if (options.connect_timeout_ms == 0 || options.reconnect_timeout_ms == 0)
     return Status::InvalidArgument("timeouts must be positive");
+  SHOAL_RETURN_IF_ERROR(runtime::ValidatePrivacyPolicy(options));
   return SecurityFromFlags(options).status();
 }
 
@@ -39,7 +41,14 @@ Status Client::Impl::ConfigureSecurity(transport::SocketOptions& so) {
   SHOAL_ASSIGN_OR_RETURN(std::string server_z85, crypto::ReadPublicKey(o_.server_key));
   SHOAL_RETURN_IF_ERROR(crypto::Z85DecodeTo(server_z85, so.server_key));
   public_key_ = crypto::Z85Key(keys.curve_public);
+  // A trusted roster names this client by its .pub, which must be the X25519 form of the
+  // Ed25519 identity it signs adverts with (shoal-keygen makes them so).
+  if (!o_.privacy.trusted_roster.empty() && crypto::SignToCurvePublic(keys.sign_public) != keys.curve_public)
+    return Status::InvalidArgument(o_.secret_key_file + " was made by an older shoal-keygen: its CURVE key is not "
+                                   "derived from its signing key, so a trusted roster (--trusted-roster) cannot name "
+                                   "it; make new keys with shoal-keygen and share the new .pub files");
   so.curve = std::make_shared<const crypto::KeyPair>(std::move(keys));
+  identity_ = so.curve;
   spdlog::debug("CURVE security on: client key {}, aggregator key {}", public_key_, server_z85);
   return Status::Ok();
 }
@@ -49,6 +58,8 @@ Status Client::Impl::HandshakeError() const {
 }
 
 Status Client::Impl::Start() {
+  SHOAL_RETURN_IF_ERROR(runtime::ValidatePrivacyPolicy(o_));
+  SHOAL_ASSIGN_OR_RETURN(secagg_policy_, runtime::SecAggPolicy(o_.privacy));
   transport::SocketOptions so;
   so.max_frame_bytes = static_cast<int64_t>(o_.max_frame_bytes);
   if (hooks_.channel) {

@@ -121,6 +121,9 @@ class Client::Impl {
   std::unique_ptr<zmq::context_t> ctx_;  // only for a ZeroMQ connection (not with hooks_.channel)
   std::unique_ptr<transport::Channel> channel_;
   std::string public_key_;  // this client's CURVE public key (Z85); empty without security
+  // The long-term key pair of its key file (signs secure aggregation's adverts); null without one.
+  std::shared_ptr<const crypto::KeyPair> identity_;
+  privacy::secagg::ClientPolicy secagg_policy_;  // from o_.privacy, at Start
 
   // The loop (Start, then Iterate until it returns the run's result).
   Status Start();

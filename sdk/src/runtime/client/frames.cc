@@ -1,9 +1,16 @@
 #include "runtime/client/client_impl.h"
+#include "runtime/client/policy.h"
 
 namespace shoal {
 
 Status Client::Impl::HandleWelcome(const protocol::Header& h, protocol::WelcomeInfo welcome) {
   protocol::WelcomeInfo* w = &welcome;
+  // This client's own privacy policy first: a task below it is never trained for. The
+  // aggregator is told (Bye) so it does not wait for this client.
+  if (Status st = runtime::CheckTaskPrivacy(o_.privacy, w->privacy); !st.ok()) {
+    (void)channel_->Send(protocol::EncodeBye({h.session, 0, w->client_id, ++sequence_}, st.message()), milliseconds(500));
+    return st;
+  }
   if (w->max_frame_bytes > o_.max_frame_bytes)
     return Status::FailedPrecondition("the aggregator's frames (" + std::to_string(w->max_frame_bytes) +
                                       " bytes) exceed this client's limit of " + std::to_string(o_.max_frame_bytes) +
@@ -43,10 +50,15 @@ Status Client::Impl::HandleWelcome(const protocol::Header& h, protocol::WelcomeI
   upload_mbps_.reset();
   sent_slow_ = true;
   if (w->privacy.secagg && (!secagg_ || client_id_ != w->client_id)) {
-    // A signing identity for this registration's AdvertiseKeys (docs/SECURITY.md: without a
-    // roster of trusted keys it binds one round's adverts together, not to a person).
-    SHOAL_ASSIGN_OR_RETURN(crypto::KeyPair identity, crypto::GenerateKeyPair());
-    secagg_ = std::make_unique<privacy::secagg::Client>(w->client_id, identity.sign_secret);
+    // The identity that signs AdvertiseKeys: the long-term key of this client's key file, which
+    // other clients' trusted rosters name; without a key file a fresh one per registration,
+    // which binds one round's adverts together but not to anyone (docs/SECURITY.md).
+    if (identity_) {
+      secagg_ = std::make_unique<privacy::secagg::Client>(w->client_id, identity_->sign_secret, secagg_policy_);
+    } else {
+      SHOAL_ASSIGN_OR_RETURN(crypto::KeyPair fresh, crypto::GenerateKeyPair());
+      secagg_ = std::make_unique<privacy::secagg::Client>(w->client_id, fresh.sign_secret, secagg_policy_);
+    }
     secagg_round_ = 0;
   }
   if (hooks_.partial_sum && w->privacy.secagg)
@@ -227,6 +239,7 @@ Status Client::Impl::HandleFrame(const transport::Message& m) {
     case protocol::MessageKind::SecAggSetup:
     case protocol::MessageKind::SecAggShares:
     case protocol::MessageKind::SecAggUnmask:
+    case protocol::MessageKind::SecAggUnmaskProof:
       return HandleSecAgg(h, msg);
     default:
       break;

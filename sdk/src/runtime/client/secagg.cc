@@ -43,7 +43,7 @@ Status Client::Impl::HandleSecAgg(const protocol::Header& h, protocol::Message& 
     if (setup->range != privacy.secagg_range || setup->bits != privacy.secagg_bits || setup->length != coordinates.size())
       return fail(Status::InvalidArgument("the Setup's range, width or length differs from the task's"));
     secagg_plan_ = {std::move(coordinates),
-                    runtime::SecureSumEncoding(privacy, static_cast<uint32_t>(setup->roster.size()))};
+                    runtime::SecureSumEncoding(privacy, static_cast<uint32_t>(setup->roster.size()), setup->threshold)};
     auto shares = secagg_->OnSetup(*setup);
     if (!shares.ok()) return fail(shares.status());
     secagg_setup_ = *setup;
@@ -62,7 +62,15 @@ Status Client::Impl::HandleSecAgg(const protocol::Header& h, protocol::Message& 
     return Status::Ok();
   }
   if (auto* request = std::get_if<privacy::secagg::UnmaskRequest>(&m.body)) {
-    auto reveal = secagg_->OnUnmask(*request);
+    // The consistency check: sign the one survivor set this client was told (never a second).
+    auto signature = secagg_->OnCheck(*request);
+    if (!signature.ok()) return fail(signature.status());
+    if (Status st = Send(protocol::EncodeSecAggCheckSignature(NextHeader(round), *signature)); !st.ok())
+      spdlog::warn("round {}: secure aggregation consistency signature not sent: {}", round, st.message());
+    return Status::Ok();
+  }
+  if (auto* proof = std::get_if<privacy::secagg::UnmaskProof>(&m.body)) {
+    auto reveal = secagg_->OnUnmask(*proof);
     if (!reveal.ok()) return fail(reveal.status());
     if (Status st = Send(protocol::EncodeSecAggUnmaskShares(NextHeader(round), *reveal)); !st.ok())
       spdlog::warn("round {}: secure aggregation unmask shares not sent: {}", round, st.message());
@@ -79,21 +87,27 @@ void Client::Impl::SendMaskedIfReady() {
   const auto encode_start = Clock::now();
   const protocol::PrivacyConfig& privacy = welcome_->privacy;
   const runtime::SecureSumPlan& plan = secagg_plan_;
-  runtime::EncodedUpdate encoded =
-      runtime::EncodeSecureUpdate(plan, u.delta, privacy, secagg_setup_->threshold, dp_random_);
-  auto masked = secagg_->OnShares(*secagg_shares_, std::move(encoded.words), encoded.clipped);
+  auto encoded = runtime::EncodeSecureUpdate(plan, u.delta, privacy, secagg_setup_->threshold, dp_random_);
+  if (!encoded.ok()) {
+    spdlog::error("round {}: {}", round, encoded.status().message());
+    return;
+  }
+  auto masked = secagg_->OnShares(*secagg_shares_, std::move(encoded->words), encoded->clipped);
   if (!masked.ok()) {
     spdlog::error("round {}: {}", round, masked.status().message());
     return;
   }
   const std::vector<uint8_t> bytes = protocol::PackMasked(masked->masked, secagg_setup_->bits);
-  if (encoded.clipped)
+  if (masked->rejected_shares)
+    spdlog::warn("round {}: {} neighbours' secure aggregation shares failed authentication and were dropped", round,
+                 masked->rejected_shares);
+  if (encoded->clipped)
     spdlog::warn("round {}: {} of {} values outside the secure aggregation range {} were clipped", round,
-                 encoded.clipped, plan.coordinates.size(), privacy.secagg_range);
+                 encoded->clipped, plan.coordinates.size(), privacy.secagg_range);
   spdlog::debug("round {}: masked update ready in {:.3f}s", round,
                 std::chrono::duration<double>(Clock::now() - encode_start).count());
   SendUpdatePayload(u, bytes, "masked update", [&](const protocol::Header& h, const protocol::ChunkRef& chunk) {
-    return protocol::EncodeSecAggMasked(h, masked->from, masked->clipped, u.num_examples, chunk);
+    return protocol::EncodeSecAggMasked(h, masked->from, masked->clipped, u.num_examples, chunk, masked->rejected_shares);
   });
 }
 

@@ -53,6 +53,16 @@ void Service::Impl::Handle(transport::Listener::Inbound& in) {
   std::span<const uint8_t> bytes = in.frame.bytes();
   if (auto p = by_peer_.find(in.peer); p != by_peer_.end())
     if (auto c = clients_.find(p->second); c != clients_.end()) c->second.bytes_up += bytes.size();
+  // Before any byte is parsed: the connection's authenticated key must be allowed (the ZAP
+  // handler checked it at the handshake, but a SIGHUP may have removed it since, and a CURVE
+  // socket whose ZAP handler is gone admits any key: User-Id is then empty and refused here),
+  // and a registered connection must keep the key it registered with.
+  if (!KeyAllowed(in.user_id)) {
+    if (auto it = by_peer_.find(in.peer); it != by_peer_.end()) DropClient(it->second, "key revoked");
+    return Reject(in.peer, ErrorCode::Refused, "this client's key is not on the aggregator's allow-list");
+  }
+  if (auto it = by_peer_.find(in.peer); it != by_peer_.end() && clients_.at(it->second).identity != in.user_id)
+    return Reject(in.peer, ErrorCode::BadSender, "this connection's key is not the one its client registered with");
   protocol::Verified v = protocol::VerifyFrame(bytes, max_frame_bytes_);
   if (!v.ok()) return Reject(in.peer, v.error, v.reason);
   auto decoded = protocol::DecodeMessage(v);
@@ -66,15 +76,6 @@ void Service::Impl::Handle(transport::Listener::Inbound& in) {
   }
   protocol::Message& m = *decoded;
   const protocol::Header& h = m.header;
-
-  // The connection's authenticated key must still be allowed (a SIGHUP may have removed it
-  // after the handshake), and a registered connection must keep the key it registered with.
-  if (!KeyAllowed(in.user_id)) {
-    if (auto it = by_peer_.find(in.peer); it != by_peer_.end()) DropClient(it->second, "key revoked");
-    return Reject(in.peer, ErrorCode::Refused, "this client's key is not on the aggregator's allow-list");
-  }
-  if (auto it = by_peer_.find(in.peer); it != by_peer_.end() && clients_.at(it->second).identity != in.user_id)
-    return Reject(in.peer, ErrorCode::BadSender, "this connection's key is not the one its client registered with");
 
   if (auto* hello = std::get_if<protocol::Hello>(&m.body)) return HandleHello(in, h, *hello);
   // A Bye from a connection already dropped (it left, or vanished while its Bye was in
@@ -104,14 +105,17 @@ void Service::Impl::Handle(transport::Listener::Inbound& in) {
     case protocol::MessageKind::SecAggKeys:
     case protocol::MessageKind::SecAggShareKeys:
     case protocol::MessageKind::SecAggMasked:
+    case protocol::MessageKind::SecAggCheckSignature:
     case protocol::MessageKind::SecAggUnmaskShares:
       return HandleSecAgg(c, h, m);
     default:
       break;
   }
-  if (std::holds_alternative<protocol::Bye>(m.body)) {
-    spdlog::info("client {} ({}) left", c.id, c.name);
-    return DropClient(c.id, "left");
+  if (const auto* bye = std::get_if<protocol::Bye>(&m.body)) {
+    // The client's reason, as it gave it (a client that refuses the task says why).
+    const std::string why = bye->reason.empty() ? "left" : "left: " + bye->reason.substr(0, 300);
+    spdlog::info("client {} ({}) {}", c.id, c.name, why);
+    return DropClient(c.id, why);
   }
   return Reject(in.peer, ErrorCode::MalformedFrame, std::string("a client may not send ") + protocol::MessageName(m.kind));
 }

@@ -4,7 +4,9 @@
 //   kKeys    until every selected client advertised (or failed) or --secagg-stage-timeout
 //   kShares  until every roster member shared keys, or the stage timeout
 //   kMasked  until every sharer sent its masked input, or the round's deadline
-//   kUnmask  until every survivor answered, or the stage timeout; then the sum is unmasked
+//   kCheck   until every survivor signed the survivor set (the consistency check), or the
+//            stage timeout; the signatures then go to every signer
+//   kUnmask  until every signer answered, or the stage timeout; then the sum is unmasked
 // A client that misses a stage fails the round (it is counted like any straggler); a stage
 // error (too few clients for the threshold) aborts the round's aggregate, nothing is unmasked,
 // and the model stays as it was.
@@ -26,6 +28,7 @@ void Service::Impl::StartSecAgg() {
   so.length = static_cast<uint32_t>(s.plan.coordinates.size());
   so.dropout = o_.secagg.dropout;
   so.corrupt = o_.secagg.corrupt;
+  so.colluding_fraction = o_.secagg.corrupt;  // the consistency quorum assumes the same share colludes
   so.degree = o_.secagg.neighbours;
   so.threshold = o_.secagg.threshold;
   s.server = std::make_unique<sa::Server>(session_, round_.number, so);
@@ -39,6 +42,18 @@ void Service::Impl::AbortSecAgg(const std::string& why) {
   s.failure = why;
   s.stage = Stage::kDone;
   s.waiting.clear();
+}
+
+void Service::Impl::AwaitStage(SecAggStage next, Frame message, std::span<const uint32_t> indices) {
+  auto& s = *round_.secagg;
+  const auto frame = std::make_shared<const Frame>(std::move(message));
+  for (uint32_t index : indices) {
+    const uint32_t id = s.server->client_id(index);
+    s.waiting.insert(id);
+    Enqueue(id, frame);
+  }
+  s.stage = next;
+  s.stage_deadline = Clock::now() + std::chrono::milliseconds(o_.secagg.stage_timeout_ms);
 }
 
 void Service::Impl::HandleSecAgg(ClientState& c, const protocol::Header& h, protocol::Message& m) {
@@ -77,11 +92,24 @@ void Service::Impl::HandleSecAgg(ClientState& c, const protocol::Header& h, prot
     auto words = protocol::UnpackMasked(it->second.Take(), privacy_.secagg_bits, s.server->setup().length);
     round_.assembling.erase(it);
     if (!words.ok()) return refuse(words.status());
-    if (Status st = s.server->AddMasked({masked->from, std::move(*words), masked->clipped}); !st.ok()) return refuse(st);
+    if (Status st = s.server->AddMasked({masked->from, std::move(*words), masked->clipped, masked->rejected_shares});
+        !st.ok())
+      return refuse(st);
     s.waiting.erase(c.id);
     round_.results.emplace(c.id, Reported{c.name, c.id, std::max<uint64_t>(masked->num_examples, 1), {}});
     ++c.rounds_reported;
     Enqueue(c.id, protocol::EncodeAck(Header(round_.number), true));
+    return;
+  }
+  if (auto* sig = std::get_if<sa::CheckSignature>(&m.body)) {
+    if (s.stage != Stage::kCheck || index() != sig->from || !s.waiting.count(c.id))
+      return refuse(Status::InvalidArgument("SecAggCheckSignature out of stage or from another index"));
+    if (Status st = s.server->AddCheck(*sig); !st.ok()) {
+      Reject(c.peer, ErrorCode::MalformedFrame, st.message(), round_.number);  // its masked input already counts
+      s.waiting.erase(c.id);
+      return;
+    }
+    s.waiting.erase(c.id);
     return;
   }
   if (auto* shares = std::get_if<sa::UnmaskShares>(&m.body)) {
@@ -113,8 +141,9 @@ void Service::Impl::AdvanceSecAgg() {
       auto setup = s.server->CloseAdverts();
       if (!setup.ok()) return AbortSecAgg(setup.status().message());
       const uint32_t n = static_cast<uint32_t>(setup->roster.size());
-      s.plan.encoding = runtime::SecureSumEncoding(privacy_, n);
-      if (!s.plan.encoding.Fits(n, 8 * privacy_.dp_clip * privacy_.dp_noise_multiplier))
+      s.plan.encoding = runtime::SecureSumEncoding(privacy_, n, setup->threshold);
+      if (!s.plan.encoding.Fits(
+              n, privacy::secagg::NoiseHeadroom(n, setup->threshold, privacy_.dp_clip, privacy_.dp_noise_multiplier)))
         return AbortSecAgg("the sum of " + std::to_string(n) + " int8 updates does not fit 16 bits");
       if (privacy_.dp_clip > 0 &&
           std::sqrt(static_cast<double>(s.plan.coordinates.size())) / (2 * s.plan.encoding.scale) >= privacy_.dp_clip / 2)
@@ -149,15 +178,12 @@ void Service::Impl::AdvanceSecAgg() {
     case Stage::kMasked: {
       auto request = s.server->CloseMasked();
       if (!request.ok()) return AbortSecAgg(request.status().message());
-      const auto frame = std::make_shared<const Frame>(protocol::EncodeSecAggUnmask(Header(round_.number), *request));
-      for (uint32_t index : request->survivors) {
-        const uint32_t id = s.server->client_id(index);
-        s.waiting.insert(id);
-        Enqueue(id, frame);
-      }
-      s.stage = Stage::kUnmask;
-      s.stage_deadline = now + stage_timeout;
-      return;
+      return AwaitStage(Stage::kCheck, protocol::EncodeSecAggUnmask(Header(round_.number), *request), request->survivors);
+    }
+    case Stage::kCheck: {
+      auto proof = s.server->CloseCheck();
+      if (!proof.ok()) return AbortSecAgg(proof.status().message());
+      return AwaitStage(Stage::kUnmask, protocol::EncodeSecAggUnmaskProof(Header(round_.number), *proof), proof->signers);
     }
     case Stage::kUnmask: {
       auto result = s.server->Finish();
@@ -194,6 +220,8 @@ Status Service::Impl::AddSecureAggregate(nlohmann::json& line) {
   line["secagg_clip_rate"] = values > 0 ? static_cast<double>(r.clipped) / values : 0.0;
   line["secagg_threshold"] = s.server->setup().threshold;
   line["secagg_neighbours"] = s.server->setup().degree;
+  line["secagg_signatures"] = r.signatures;
+  line["secagg_rejected_shares"] = r.rejected_shares;
   if (r.clipped > 0)
     spdlog::warn("round {}: {} of {} masked values were outside --secagg-range {} and clipped", round_.number,
                  r.clipped, static_cast<uint64_t>(values), o_.secagg.range);

@@ -135,7 +135,7 @@ class Service::Impl {
     double decode_seconds = 0.0;  // time spent decoding this round's updates
     // Secure aggregation (secagg.cc): the round's state machine and where it stands.
     struct SecAgg {
-      enum class Stage { kKeys, kShares, kMasked, kUnmask, kDone };
+      enum class Stage { kKeys, kShares, kMasked, kCheck, kUnmask, kDone };
       // User-provided: clang 14 decides is_constructible for std::optional<SecAgg> below before
       // it has read the default member initializers, and then refuses emplace().
       SecAgg() {}
@@ -175,6 +175,9 @@ class Service::Impl {
   void StartSecAgg();
   void AdvanceSecAgg();
   void AbortSecAgg(const std::string& why);
+  // Sends `message` to the roster members at `indices`, waits for each, and moves to `next`
+  // with a fresh stage deadline.
+  void AwaitStage(SecAggStage next, Frame message, std::span<const uint32_t> indices);
   Status AddSecureAggregate(nlohmann::json& line);
   // Sends this round's task to one client: the delta, "unchanged" or the full model,
   // whichever its replica needs. Frames are encoded once per kind and shared.
