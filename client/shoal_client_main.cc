@@ -82,7 +82,7 @@ class Reporter {
 int main(int argc, char** argv) {
   shoal::ClientOptions co;
   shoal::BuiltinTrainerOptions to;
-  std::string config_file, log_level, partition = "0/1", max_frame = "64M";
+  std::string config_file, log_level, partition = "0/1", max_frame;
   std::string log_format = "text";
   uint64_t seed = 0;
   shoal::cli::DataParallelFlags dp;
@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
       ("precision", po::value(&to.precision)->default_value(to.precision), "GEMM precision: fp32, tf32, bf16 or fp16 (fp32 master weights; fp16 with dynamic loss scaling)")
       ("connect-timeout", po::value(&connect_timeout_s)->default_value(connect_timeout_s), "seconds to wait for the aggregator to answer")
       ("reconnect-timeout", po::value(&reconnect_timeout_s)->default_value(reconnect_timeout_s), "seconds to keep retrying after losing it")
-      ("max-frame", po::value(&max_frame)->default_value(max_frame), "largest frame accepted (bytes, or K/M/G)")
+      ("max-frame", po::value(&max_frame), "largest frame accepted (bytes, or K/M/G); default 64 MiB + 256 KiB, room for an aggregator's --chunk-size up to 64M")
       ("no-progress", po::bool_switch(&no_progress), "plain log lines even on a terminal")
       ("log-level", po::value(&log_level)->default_value("info"), "trace, debug, info, warn, error or off")
       ("log-format", po::value(&log_format)->default_value(log_format), "text, or json (one object per line)");
@@ -142,9 +142,11 @@ int main(int argc, char** argv) {
   to.partition_count = part->count;
   if (vm.count("seed")) to.seed = seed;
   if (auto st = shoal::cli::ApplyDataParallelFlags(vm, dp, to); !st.ok()) return shoal::cli::Fail(kProgram, st.message(), 2);
-  auto frame = shoal::cli::ParseByteSize(max_frame);
-  if (!frame.ok()) return shoal::cli::Fail(kProgram, "--max-frame: " + frame.status().message(), 2);
-  co.max_frame_bytes = *frame;
+  if (!max_frame.empty()) {
+    auto frame = shoal::cli::ParseByteSize(max_frame);
+    if (!frame.ok()) return shoal::cli::Fail(kProgram, "--max-frame: " + frame.status().message(), 2);
+    co.max_frame_bytes = *frame;
+  }
   if (!(connect_timeout_s > 0) || !(reconnect_timeout_s > 0))
     return shoal::cli::Fail(kProgram, "timeouts must be positive", 2);
   co.connect_timeout_ms = static_cast<uint32_t>(std::llround(connect_timeout_s * 1000));

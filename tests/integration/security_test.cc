@@ -558,6 +558,10 @@ TEST(Security, KeyMistakesGiveClearErrors) {
       {"shoal-client", client({"--secret-key", keys.dir + "/alice.key", "--server-key", keys.dir + "/agg.key"}), 2,
        "is a secret key file"},
       {"shoal-client", {"--connect", "tcp://192.0.2.1:7070", "--connect-timeout", "1"}, 1, "is not a loopback address"},
+      // A host name that starts like 127.x is not loopback (it once passed by its prefix).
+      {"shoal-client", {"--connect", "tcp://127.example.com:7071", "--connect-timeout", "1"}, 1,
+       "tcp://127.example.com:7071 is not a loopback address"},
+      {"shoal-aggregator", {"--listen", "tcp://127.example.com:7071"}, 1, "is not a loopback address"},
   };
   for (const auto& c : cases) {
     const auto start = std::chrono::steady_clock::now();

@@ -3,6 +3,8 @@
 #include <curl/curl.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <csignal>
 #include <ctime>
 #include <filesystem>
@@ -325,6 +327,67 @@ TEST(Deploy, TheExampleConfigServesAndResumes) {
   ASSERT_EQ(lines.size(), 4u);
   for (size_t i = 0; i < lines.size(); ++i) EXPECT_EQ(lines[i]["round"], i + 1);
   EXPECT_TRUE(lines.back()["secure"].get<bool>());
+}
+
+// The shipped unit's key steps (docs/DEPLOY.md): a fixed service user that owns a 0600 key, not
+// a DynamicUser= that would need group bits on it. Followed with `nobody` standing in for
+// `shoal` (it needs root to change users; skipped otherwise): the aggregator started as that
+// user reads the key and serves a CURVE client a round; the steps the document used to give
+// (a 0640 key for a group) are refused with the reason.
+TEST(Deploy, TheUnitsUserReadsItsKey) {
+  const std::string unit = ReadFile(std::string(SHOAL_SOURCE_DIR) + "/deploy/shoal-aggregator.service");
+  EXPECT_NE(unit.find("\nUser=shoal\n"), std::string::npos) << unit;
+  EXPECT_EQ(unit.find("\nDynamicUser="), std::string::npos) << unit;
+  EXPECT_NE(ReadFile(std::string(SHOAL_SOURCE_DIR) + "/docs/DEPLOY.md").find("chown shoal:shoal /etc/shoal/aggregator.key"),
+            std::string::npos);
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to start the aggregator as another user";
+  const std::string dir = TempDir("deploy-user");
+  namespace fs = std::filesystem;
+  MakeKeys(dir + "/keys", {"agg", "c0"});
+  fs::create_directories(dir + "/allow");
+  fs::copy_file(dir + "/keys/c0.pub", dir + "/allow/c0.pub");
+  fs::create_directories(dir + "/state");
+  // The unit's CacheDirectory (SHOAL_DATA_DIR): the datasets, readable by the service user.
+  const char* data_env = std::getenv("SHOAL_DATA_DIR");
+  const std::string data = data_env ? data_env : std::string(std::getenv("HOME")) + "/.cache/shoal";
+  fs::create_directories(dir + "/cache");
+  fs::copy_file(data + "/digits.csv.gz", dir + "/cache/digits.csv.gz");
+  fs::permissions(dir + "/cache", fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                                      fs::perms::others_read | fs::perms::others_exec);
+  fs::permissions(dir + "/cache/digits.csv.gz", fs::perms::owner_read | fs::perms::owner_write |
+                                                    fs::perms::group_read | fs::perms::others_read);
+  const uid_t nobody = 65534;
+  const gid_t nogroup = 65534;
+  for (const std::string& p : {dir, dir + "/allow", dir + "/allow/c0.pub", dir + "/keys", dir + "/keys/agg.pub"})
+    fs::permissions(p, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
+                           fs::perms::others_exec);
+  ASSERT_EQ(::chown((dir + "/state").c_str(), nobody, nogroup), 0);
+  ASSERT_EQ(::chown((dir + "/keys/agg.key").c_str(), nobody, nogroup), 0) << "chown shoal:shoal aggregator.key";
+  const int port = FreePort();
+  auto as_nobody = [&](const std::string& log) {
+    return std::make_unique<Process>(
+        "/usr/bin/setpriv",
+        Concat({"--reuid=65534", "--regid=65534", "--clear-groups", BinDir() + "/shoal-aggregator", "--config",
+                std::string(SHOAL_SOURCE_DIR) + "/deploy/aggregator.conf", "--listen", Endpoint(port),
+                "--checkpoint-dir", dir + "/state/ckpt", "--metrics-out", dir + "/state/rounds.jsonl",
+                "--metrics-listen", std::to_string(FreePort()), "--status-listen", std::to_string(FreePort()),
+                "--rounds", "1", "--min-clients", "1", "--data-dir", dir + "/cache"},
+               SecureAggregatorFlags(dir + "/keys", dir + "/allow")),
+        log, kOneThread);
+  };
+  {
+    auto agg = as_nobody(dir + "/agg");
+    Process c("shoal-client", Concat(ClientArgs(port, 0, 1), SecureClientFlags(dir + "/keys", "c0")), dir + "/client",
+              kOneThread);
+    ASSERT_EQ(agg->Wait(seconds(60)), 0) << agg->Stderr();
+    EXPECT_EQ(c.Wait(seconds(30)), 0) << c.Stderr();
+    ASSERT_EQ(ReadJsonLines(dir + "/state/rounds.jsonl").size(), 1u);
+  }
+  // The old steps: the key readable by a group.
+  fs::permissions(dir + "/keys/agg.key", fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read);
+  auto refused = as_nobody(dir + "/agg-0640");
+  EXPECT_NE(refused->Wait(seconds(30)), 0);
+  EXPECT_NE(refused->Stderr().find("chmod 600"), std::string::npos) << refused->Stderr();
 }
 
 }  // namespace

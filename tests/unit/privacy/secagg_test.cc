@@ -685,6 +685,18 @@ TEST(SecAggMaliciousServer, SetupsBelowTheClientsPolicyAreRefused) {
     EXPECT_EQ(r.status().code(), StatusCode::kFailedPrecondition);
     EXPECT_NE(r.status().message().find(c.names), std::string::npos) << r.status().ToString();
   }
+  // A graph seed of the server's choosing (one it ground to place its clients): refused.
+  {
+    auto parties = MakeParties(5);
+    Server server(7, 1, ServerOptions{.range = 1.0, .length = 4, .threshold = 3});
+    for (auto& p : parties) ASSERT_TRUE(server.AddAdvert(*p.client->Start(7, 1)).ok());
+    secagg::Setup ground = Must(server.CloseAdverts(), "CloseAdverts");
+    EXPECT_EQ(ground.graph_seed, GraphSeed(7, 1, ground.roster));
+    ground.graph_seed ^= 1;
+    auto g = parties[0].client->OnSetup(ground);
+    ASSERT_FALSE(g.ok());
+    EXPECT_NE(g.status().message().find("graph seed is not derived"), std::string::npos) << g.status().ToString();
+  }
   // The default minimum roster is 3: two clients' sum less one's own update is the other's.
   auto two = MakeParties(3);
   Server server(7, 1, ServerOptions{.range = 1.0, .length = 4, .threshold = 2});

@@ -52,6 +52,39 @@ TEST(SecureSum, AbsurdNoiseSettingsAreRefusedBeforeTheyBecomeIntegers) {
   EXPECT_NE(r.status().message().find("outside [1, 2^50]"), std::string::npos) << r.status().ToString();
 }
 
+// A large delta is clipped to the DP bound: the decoded encoding's L2 norm is at most C (the
+// clip leaves room for the rounding of every value), and a delta within the bound is kept.
+TEST(SecureSum, ALargeDeltaIsClippedToTheBound) {
+  privacy::SecureRandom random(crypto::StreamKey{});
+  const size_t d = 1000;
+  const protocol::PrivacyConfig p = Dp(0.5, 0.0);
+  const SecureSumPlan plan = Plan(d, p, 10, 6);
+  std::vector<float> big(d), small(d);
+  for (size_t i = 0; i < d; ++i) {
+    big[i] = (i % 2 ? 0.9f : -0.8f);  // norm about 27, every value within the range
+    small[i] = big[i] * 0.01f;        // norm about 0.27
+  }
+  auto norm_of = [&](const std::vector<float>& delta) {
+    auto e = EncodeSecureUpdate(plan, delta, p, 6, random);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    std::vector<double> back(d);
+    privacy::secagg::DecodeFixedSum(plan.encoding, e->words, back);
+    double sq = 0, err = 0;
+    for (size_t i = 0; i < d; ++i) {
+      sq += back[i] * back[i];
+      err = std::max(err, std::fabs(back[i] - delta[i]));
+    }
+    return std::make_pair(std::sqrt(sq), err);
+  };
+  const auto [clipped, moved] = norm_of(big);
+  EXPECT_LE(clipped, 0.5) << "clipped to C";
+  EXPECT_GT(clipped, 0.5 * 0.999) << "to C, not below it";
+  EXPECT_GT(moved, 0.5) << "the values moved";
+  const auto [kept, error] = norm_of(small);
+  EXPECT_LT(error, 1.0 / plan.encoding.scale) << "within the bound: only rounding";
+  EXPECT_NEAR(kept, std::sqrt(500 * 0.81 + 500 * 0.64) * 0.01, 1e-4);
+}
+
 // 40 survivors of a roster of 40, threshold 20: each adds a discrete Gaussian of variance
 // (z C s)^2 / t, so the decoded sum of zero updates has standard deviation z C sqrt(40 / 20).
 // The headroom leaves room for 8 of those (not 8 z C, which would be sized for t survivors).

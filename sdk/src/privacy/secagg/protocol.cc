@@ -70,6 +70,20 @@ std::vector<uint8_t> CheckMessage(uint64_t session, uint64_t round, const Unmask
   return m;
 }
 
+uint64_t GraphSeed(uint64_t session, uint64_t round, std::span<const AdvertiseKeys> roster) {
+  std::vector<uint8_t> m = Context("shoal secagg v1 graph", session, round);
+  for (const AdvertiseKeys& a : roster) {
+    Put32(m, a.client_id);
+    m.insert(m.end(), a.identity.begin(), a.identity.end());
+    m.insert(m.end(), a.c_public.begin(), a.c_public.end());
+    m.insert(m.end(), a.s_public.begin(), a.s_public.end());
+  }
+  const auto h = crypto::Hash256(m);
+  uint64_t seed = 0;
+  for (int i = 0; i < 8; ++i) seed |= uint64_t{h[i]} << (8 * i);
+  return seed;
+}
+
 uint32_t ConsistencyQuorum(uint32_t n, double colluding_fraction) {
   const double gamma = std::isfinite(colluding_fraction) ? std::clamp(colluding_fraction, 0.0, 1.0) : 1.0;
   const uint64_t c = static_cast<uint64_t>(std::floor(gamma * n));
@@ -171,6 +185,9 @@ StatusOr<ShareKeys> Client::OnSetup(const Setup& setup) {
     if (a.c_public == c_.public_key || a.s_public == s_.public_key)
       return Abort(Status::InvalidArgument("neighbour " + std::to_string(a.client_id) + " advertises this client's keys"));
   }
+  if (setup.graph_seed != GraphSeed(setup.session, setup.round, setup.roster))
+    return Abort(Status::InvalidArgument("Setup's graph seed is not derived from its roster (a server choosing the "
+                                         "neighbour graph?)"));
   crypto::RandomBytes(self_seed_);
   std::vector<uint32_t> xs;
   for (uint32_t v : neighbours_) xs.push_back(v + 1);
@@ -352,8 +369,9 @@ StatusOr<Setup> Server::CloseAdverts() {
   if (static_cast<double>(p.threshold) <= o_.min_threshold_fraction * p.degree)
     return Status::InvalidArgument("threshold " + std::to_string(p.threshold) + " is at most half of the " +
                                    std::to_string(p.degree) + " neighbours, which clients refuse");
-  setup_ = Setup{session_, round_, p.degree, p.threshold, crypto::RandomU64(), o_.range, o_.length, o_.bits, {}};
+  setup_ = Setup{session_, round_, p.degree, p.threshold, 0, o_.range, o_.length, o_.bits, {}};
   for (const auto& [id, a] : adverts_) setup_.roster.push_back(a);
+  setup_.graph_seed = GraphSeed(session_, round_, setup_.roster);
   const uint32_t n = p.n;
   neighbours_.resize(n);
   for (uint32_t i = 0; i < n; ++i) neighbours_[i] = Neighbours(n, p.degree, setup_.graph_seed, i);

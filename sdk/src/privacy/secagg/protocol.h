@@ -6,7 +6,8 @@
 //                    signed with its Ed25519 identity key over (session, round, id, c_pk, s_pk);
 //                    the identity is the client's long-term key (its PREFIX.key) when it has one.
 //   1 Setup          server: the roster of clients whose adverts verified (U1, by client id),
-//                    degree k, threshold t, graph seed, fixed-point range, vector length.
+//                    degree k, threshold t, graph seed (derived from the roster: GraphSeed),
+//                    fixed-point range, vector length.
 //   2 ShareKeys      client: checks every neighbour's signature, draws a self-mask seed b,
 //                    Shamir-shares s_sk and b t-of-k among its neighbours, each share sealed
 //                    (XChaCha20-Poly1305) under a key agreed with the recipient's c_pk and
@@ -86,7 +87,7 @@ struct AdvertiseKeys {
 struct Setup {
   uint64_t session = 0, round = 0;
   uint32_t degree = 0, threshold = 0;
-  uint64_t graph_seed = 0;
+  uint64_t graph_seed = 0;   // GraphSeed of the roster (clients recompute it and refuse another)
   double range = 0.0;        // fixed-point clipping range R
   uint32_t length = 0;       // coordinates masked
   uint32_t bits = 32;        // 32, or 16 (int8 levels): the sum is taken mod 2^bits
@@ -167,6 +168,11 @@ struct ClientPolicy {
   // any identity that signs its own advert is accepted. Default: unset.
   std::shared_ptr<const TrustedKeys> trusted;
 };
+
+// The neighbour graph's seed: BLAKE2b of the roster's adverts (ids, identities and this round's
+// fresh keys), so the server cannot grind seeds to place chosen clients as someone's
+// neighbours; its only freedom is which adverts to include, each a client it must drop.
+uint64_t GraphSeed(uint64_t session, uint64_t round, std::span<const AdvertiseKeys> roster);
 
 // The consistency quorum for a roster of n identities, gamma of them assumed colluding.
 uint32_t ConsistencyQuorum(uint32_t n, double colluding_fraction);
