@@ -492,7 +492,7 @@ TEST(Peers, UnlistedPeersAreRefusedAndForgedUpdatesRejected) {
   for (uint64_t s = step; s <= step + 2; ++s)
     m.Send(protocol::EncodePeerUpdate({swarm_id, s, 0, ++seq}, "mallory", base, 32, 1.0, chunk, bad));
   // 2. Another member's name, correctly signed with its own key.
-  const auto good = crypto::Sign(protocol::SignedUpdateBytes(swarm_id, step + 1, "p1", base, 32, crypto::Hash256(payload)), m.keys().sign_secret);
+  const auto good = crypto::Sign(protocol::SignedUpdateBytes(swarm_id, step + 1, "p1", base, 32, 1.0, crypto::Hash256(payload)), m.keys().sign_secret);
   m.Send(protocol::EncodePeerUpdate({swarm_id, step + 1, 0, ++seq}, "p1", base, 32, 1.0, chunk, good));
   m.Listen(300);
   m.Send(protocol::EncodeBye({swarm_id, 0, 0, ++seq}, "done"));

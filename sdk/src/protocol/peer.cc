@@ -1,5 +1,7 @@
 #include "protocol/peer.h"
 
+#include <cstring>
+
 #include <algorithm>
 #include <cmath>
 
@@ -223,9 +225,9 @@ StatusOr<RingSegment> DecodeRingSegment(const wire::RingSegment* r) {
 }
 
 std::vector<uint8_t> SignedUpdateBytes(uint64_t swarm, uint64_t step, const std::string& author,
-                                       const std::string& base_hash, uint64_t num_examples,
+                                       const std::string& base_hash, uint64_t num_examples, double loss,
                                        const std::array<uint8_t, 32>& digest) {
-  static constexpr char kTag[] = "shoal-peer-update-v1";
+  static constexpr char kTag[] = "shoal-peer-update-v2";
   std::vector<uint8_t> out(kTag, kTag + sizeof kTag);  // the terminating 0 separates the tag
   PutU64(out, swarm);
   PutU64(out, step);
@@ -234,6 +236,9 @@ std::vector<uint8_t> SignedUpdateBytes(uint64_t swarm, uint64_t step, const std:
   out.insert(out.end(), base_hash.begin(), base_hash.end());
   out.push_back(0);
   PutU64(out, num_examples);
+  uint64_t loss_bits = 0;
+  std::memcpy(&loss_bits, &loss, sizeof loss_bits);
+  PutU64(out, loss_bits);
   out.insert(out.end(), digest.begin(), digest.end());
   return out;
 }

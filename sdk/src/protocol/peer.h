@@ -124,11 +124,12 @@ StatusOr<UpdateFetch> DecodeUpdateFetch(const wire::UpdateFetch* f);
 StatusOr<RingSegment> DecodeRingSegment(const wire::RingSegment* r);
 
 // The bytes a PeerUpdate's signature covers: a domain tag, the swarm id and step (so an update
-// cannot be replayed into another swarm or step), the author, the base hash, the weight and the
+// cannot be replayed into another swarm or step), the author, the base hash, the weight, the
+// reported loss (its IEEE-754 bits: a relay cannot change what the step's loss averages) and the
 // BLAKE2b-256 of the whole (reassembled) payload, crypto::Hash256(payload): the caller computes
 // it once, as it is also the payload hash a Commit lists.
 std::vector<uint8_t> SignedUpdateBytes(uint64_t swarm, uint64_t step, const std::string& author,
-                                       const std::string& base_hash, uint64_t num_examples,
+                                       const std::string& base_hash, uint64_t num_examples, double loss,
                                        const std::array<uint8_t, 32>& payload_digest);
 
 }  // namespace shoal::protocol

@@ -253,22 +253,24 @@ TEST(PeerMessages, OverlongStateStringsAndBadFetchesAreRefused) {
   EXPECT_TRUE(RefusedWith(EncodeUpdateFetch({}, "a b"), "update fetch names no valid author"));
 }
 
-TEST(PeerMessages, TheSignatureBindsSwarmStepAuthorBaseWeightAndPayload) {
+TEST(PeerMessages, TheSignatureBindsSwarmStepAuthorBaseWeightLossAndPayload) {
   auto keys = crypto::GenerateKeyPair().value();
   const std::vector<uint8_t> payload = {1, 2, 3, 4};
   const std::string base(64, 'b');
   const auto digest = crypto::Hash256(payload);
-  const auto msg = SignedUpdateBytes(1, 2, "alice", base, 32, digest);
+  const auto msg = SignedUpdateBytes(1, 2, "alice", base, 32, 0.75, digest);
   const crypto::Signature sig = crypto::Sign(msg, keys.sign_secret);
   EXPECT_TRUE(crypto::Verify(sig, msg, keys.sign_public));
   std::vector<uint8_t> other_payload = payload;
   other_payload[3] ^= 1;
-  for (const auto& changed : {SignedUpdateBytes(9, 2, "alice", base, 32, digest),
-                              SignedUpdateBytes(1, 3, "alice", base, 32, digest),
-                              SignedUpdateBytes(1, 2, "bob", base, 32, digest),
-                              SignedUpdateBytes(1, 2, "alice", std::string(64, 'c'), 32, digest),
-                              SignedUpdateBytes(1, 2, "alice", base, 33, digest),
-                              SignedUpdateBytes(1, 2, "alice", base, 32, crypto::Hash256(other_payload))})
+  for (const auto& changed : {SignedUpdateBytes(9, 2, "alice", base, 32, 0.75, digest),
+                              SignedUpdateBytes(1, 3, "alice", base, 32, 0.75, digest),
+                              SignedUpdateBytes(1, 2, "bob", base, 32, 0.75, digest),
+                              SignedUpdateBytes(1, 2, "alice", std::string(64, 'c'), 32, 0.75, digest),
+                              SignedUpdateBytes(1, 2, "alice", base, 33, 0.75, digest),
+                              SignedUpdateBytes(1, 2, "alice", base, 32, 0.25, digest),
+                              SignedUpdateBytes(1, 2, "alice", base, 32, -0.75, digest),
+                              SignedUpdateBytes(1, 2, "alice", base, 32, 0.75, crypto::Hash256(other_payload))})
     EXPECT_FALSE(crypto::Verify(sig, changed, keys.sign_public));
   auto other = crypto::GenerateKeyPair().value();
   EXPECT_FALSE(crypto::Verify(sig, msg, other.sign_public));

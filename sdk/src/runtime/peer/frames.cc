@@ -163,7 +163,7 @@ void Peer::HandleUpdate(const std::string& from, uint64_t step, const protocol::
   slot.payload = slot.assembler->Take();
   slot.assembler.reset();
   const auto digest = crypto::Hash256(slot.payload);
-  const auto signed_bytes = protocol::SignedUpdateBytes(swarm_, step, author, slot.base_hash, slot.num_examples, digest);
+  const auto signed_bytes = protocol::SignedUpdateBytes(swarm_, step, author, slot.base_hash, slot.num_examples, slot.loss, digest);
   if (!crypto::Verify(slot.signature, signed_bytes, m->info.sign_key)) {
     updates_[step].erase(author);
     return Reject(from, ErrorCode::BadSignature, "update of " + author + " for step " + std::to_string(step) +

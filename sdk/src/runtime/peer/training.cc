@@ -163,7 +163,7 @@ void Peer::LocalUpdate(uint64_t step) {
   u.payload = std::move(*payload);
   const auto digest = crypto::Hash256(u.payload);
   u.payload_hash = crypto::ToHex(digest);
-  u.signature = crypto::Sign(protocol::SignedUpdateBytes(swarm_, step, self_.name, u.base_hash, u.num_examples, digest),
+  u.signature = crypto::Sign(protocol::SignedUpdateBytes(swarm_, step, self_.name, u.base_hash, u.num_examples, u.loss, digest),
                              keys_.sign_secret);
   u.complete = true;
   for (const auto& to : exchange_->Recipients(self_.name, step, LiveNames())) SendUpdate(to, step, self_.name, u);
