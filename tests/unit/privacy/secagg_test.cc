@@ -743,6 +743,63 @@ TEST(SecAgg, AClientSealingGarbageSharesDoesNotAbortItsNeighbours) {
   EXPECT_NE(a.status.message().find("client 106's self mask"), std::string::npos) << a.status.ToString();
 }
 
+// The server's checks on what clients report (docs/SECURITY.md, "Sabotage by a client"): a
+// clipped or rejected-share count above what a client can have, a consistency signature on
+// another survivor set or from a non-survivor, and unmask shares from a client that did not
+// sign are refused; the round still completes with the honest messages.
+TEST(SecAgg, TheServerRefusesImpossibleCountsAndUnsignedAnswers) {
+  auto parties = MakeParties(5);
+  Server server(7, 1, ServerOptions{.range = 1.0, .length = 4, .threshold = 3});
+  for (auto& p : parties) ASSERT_TRUE(server.AddAdvert(*p.client->Start(7, 1)).ok());
+  const secagg::Setup setup = Must(server.CloseAdverts(), "CloseAdverts");
+  std::map<uint32_t, Client*> by_index;
+  std::map<uint32_t, const crypto::KeyPair*> keys;
+  for (auto& p : parties) {
+    ASSERT_TRUE(server.AddShareKeys(*p.client->OnSetup(setup)).ok());
+    by_index[p.client->index()] = p.client.get();
+    keys[p.client->index()] = &p.keys;
+  }
+  const std::vector<SharesFor> deliveries = Must(server.CloseShareKeys(), "CloseShareKeys");
+  for (const auto& d : deliveries) {
+    MaskedInput m = Must(by_index[d.to]->OnShares(d, {1, 2, 3, 4}, 0), "OnShares");
+    if (d.to == 0) {
+      MaskedInput clipped = m;
+      clipped.clipped = 5;
+      auto c = server.AddMasked(clipped);
+      ASSERT_FALSE(c.ok());
+      EXPECT_NE(c.message().find("more clipped values"), std::string::npos) << c.ToString();
+      MaskedInput rejected = m;
+      rejected.rejected_shares = setup.degree + 1;
+      auto r = server.AddMasked(rejected);
+      ASSERT_FALSE(r.ok());
+      EXPECT_NE(r.message().find("more rejected shares"), std::string::npos) << r.ToString();
+    }
+    ASSERT_TRUE(server.AddMasked(m).ok());
+  }
+  const UnmaskRequest request = Must(server.CloseMasked(), "CloseMasked");
+  ASSERT_EQ(request.survivors.size(), 5u);
+  // A signature on another set (as a client told something else would give) does not verify.
+  const UnmaskRequest other{{0, 1, 2, 3}, {4}};
+  auto wrong = server.AddCheck({1, crypto::Sign(CheckMessage(7, 1, other), keys[1]->sign_secret)});
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.message().find("does not verify"), std::string::npos) << wrong.ToString();
+  std::vector<CheckSignature> sigs;
+  for (uint32_t i = 0; i < 4; ++i) sigs.push_back(Must(by_index[i]->OnCheck(request), "OnCheck"));  // 4 does not sign
+  for (const CheckSignature& sig : sigs) ASSERT_TRUE(server.AddCheck(sig).ok());
+  EXPECT_FALSE(server.AddCheck(sigs[0]).ok()) << "the same signer twice (a replay)";
+  const UnmaskProof proof = Must(server.CloseCheck(), "CloseCheck");
+  EXPECT_EQ(proof.signers, (std::vector<uint32_t>{0, 1, 2, 3}));
+  // Client 4 never signed: its unmask shares are refused even if it sends them.
+  auto unsigned_reveal = by_index[4]->OnUnmask(proof);
+  EXPECT_FALSE(unsigned_reveal.ok()) << "it is not at the Check stage's end";
+  for (uint32_t i = 0; i < 4; ++i) ASSERT_TRUE(server.AddUnmask(Must(by_index[i]->OnUnmask(proof), "OnUnmask")).ok());
+  EXPECT_FALSE(server.AddUnmask({4, {}}).ok()) << "unmask shares from a client that did not sign";
+  auto result = server.Finish();
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  for (uint32_t i = 0; i < 4; ++i) EXPECT_EQ(result->sum[i], 5 * (i + 1));
+  EXPECT_EQ(result->signatures, 4u);
+}
+
 // One client's masked input, for an all-zero and for a structured plaintext: its bytes are
 // uniform (chi-square, 255 degrees of freedom, below the 0.1% critical value 330.5) and its
 // words do not correlate with the plaintext.
