@@ -334,20 +334,37 @@ TEST(Privacy, SimSecAggWithCompressionAndDistributedDp) {
   EXPECT_LT(up_randk, up_dense) << "random-k masks a tenth of the coordinates";
 }
 
+// Each refusal names the flag at fault (the needle is the flag and what it needs, not any "--").
 TEST(Privacy, BadPrivacyFlagsAreRefusedAtStart) {
-  for (auto flags : std::vector<std::vector<std::string>>{{"--dp-noise-multiplier", "1"},
-                                                           {"--dp-clip", "1"},
-                                                           {"--secagg", "", "--codec", "ef|topk:ratio=0.1"},
-                                                           {"--secagg", "", "--dp-clip", "1", "--dp-noise-multiplier", "1", "--dp-mode", "central"},
-                                                           {"--dp-clip", "1", "--dp-noise-multiplier", "1", "--dp-mode", "distributed"},
-                                                           {"--secagg", "", "--secagg-range", "0"},
-                                                           {"--dp-clip", "1", "--dp-target-epsilon", "1", "--rounds", "0"},
-                                                           {"--dp-clip", "1", "--dp-noise-multiplier", "1", "--dp-delta", "2"}}) {
-    SimResult r = Sim("dp-bad", flags);
+  struct Case {
+    std::vector<std::string> flags;
+    std::string needle;
+  };
+  const std::vector<Case> cases = {
+      {{"--dp-noise-multiplier", "1"}, "the --dp-* options need --dp-clip"},
+      {{"--dp-clip", "1"}, "with --dp-clip, give exactly one of --dp-noise-multiplier and --dp-target-epsilon"},
+      {{"--secagg", "", "--codec", "ef|topk:ratio=0.1"}, "secure aggregation composes with --codec none"},
+      {{"--secagg", "", "--dp-clip", "1", "--dp-noise-multiplier", "1", "--dp-mode", "central"},
+       "with --secagg the aggregator never sees an update to clip: use --dp-mode distributed"},
+      {{"--dp-clip", "1", "--dp-noise-multiplier", "1", "--dp-mode", "distributed"}, "--dp-mode distributed needs --secagg"},
+      {{"--secagg", "", "--secagg-range", "0"}, "--secagg-range must be a positive number"},
+      {{"--dp-clip", "1", "--dp-noise-multiplier", "1", "--dp-delta", "2"}, "--dp-delta must be in (0, 1)"},
+      // int8 levels under distributed DP would round each value past the clip's sensitivity.
+      {{"--secagg", "", "--codec", "int8", "--dp-clip", "1", "--dp-noise-multiplier", "1"},
+       "distributed DP needs 32-bit secure sums"}};
+  for (const Case& c : cases) {
+    SimResult r = Sim("dp-bad", c.flags);
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_NE(r.err.find("error: "), std::string::npos) << r.err;
-    EXPECT_NE(r.err.find("--", r.err.find("error: ")), std::string::npos) << "the message names the flag: " << r.err;
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << "the message names the flag: " << r.err;
   }
+  // shoal-sim needs a number of rounds anyway; a target epsilon with none is the aggregator's case.
+  Process agg("shoal-aggregator",
+              {"--listen", "tcp://127.0.0.1:" + std::to_string(FreePort()), "--rounds", "0", "--dp-clip", "1",
+               "--dp-target-epsilon", "1"},
+              TempDir("dp-bad-agg") + "/agg", OneThreadEnv());
+  EXPECT_EQ(agg.Wait(seconds(30)), 2) << agg.Stderr();
+  EXPECT_NE(agg.Stderr().find("--dp-target-epsilon needs --rounds"), std::string::npos) << agg.Stderr();
 }
 
 }  // namespace
