@@ -164,31 +164,45 @@ Status ChunkAssembler::Add(const ChunkView& c) {
   const uint64_t total = c.total_bytes;
   const uint32_t count = c.count;
   const uint32_t index = c.index;
-  const uint64_t len = c.data.size();
   if (!started_) {
     started_ = true;
     count_ = count;
     total_ = total;
     stride_ = stride;
-    seen_.assign(count, false);
-    bytes_.assign(total, 0);
   } else if (count != count_ || total != total_) {
     return Status::Protocol("chunk disagrees with earlier chunks of the payload (count/total)");
   }
-  const uint64_t want_off = index * stride_;
-  if (seen_[index]) return Status::Protocol("chunk " + std::to_string(index) + " was already received");
-  seen_[index] = true;
+  if (index < next_ || pending_.count(index))
+    return Status::Protocol("chunk " + std::to_string(index) + " was already received");
   ++received_;
-  if (len) std::memcpy(bytes_.data() + want_off, c.data.data(), len);
+  // Memory follows the bytes that arrived, never the total a first chunk declares: chunks in
+  // order are appended (the buffer grows geometrically, up to the total), a chunk ahead of
+  // its turn waits on its own until the ones before it came.
+  auto append = [&](std::span<const uint8_t> data) {
+    const uint64_t need = bytes_.size() + data.size();
+    if (need > bytes_.capacity()) bytes_.reserve(std::min<uint64_t>(total_, std::max<uint64_t>(need, 2 * bytes_.capacity())));
+    bytes_.insert(bytes_.end(), data.begin(), data.end());
+    ++next_;
+  };
+  if (index != next_) {
+    pending_bytes_ += c.data.size();
+    pending_.emplace(index, std::vector<uint8_t>(c.data.begin(), c.data.end()));
+    return Status::Ok();
+  }
+  append(c.data);
+  for (auto it = pending_.begin(); it != pending_.end() && it->first == next_; it = pending_.erase(it)) {
+    pending_bytes_ -= it->second.size();
+    append(it->second);
+  }
   return Status::Ok();
 }
 
 std::vector<uint8_t> ChunkAssembler::Take() {
   std::vector<uint8_t> out = std::move(bytes_);
   started_ = false;
-  count_ = received_ = 0;
-  total_ = stride_ = 0;
-  seen_.clear();
+  count_ = received_ = next_ = 0;
+  total_ = stride_ = pending_bytes_ = 0;
+  pending_.clear();
   bytes_.clear();
   return out;
 }

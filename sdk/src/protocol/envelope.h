@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -87,6 +88,8 @@ class ChunkAssembler {
   static StatusOr<std::optional<std::span<const uint8_t>>> Whole(const ChunkView& chunk, uint64_t max_total_bytes);
   bool complete() const { return started_ && received_ == count_; }
   uint32_t received() const { return received_; }
+  // Bytes held now: at most twice what arrived (not the total a sender declares).
+  uint64_t held_bytes() const { return bytes_.capacity() + pending_bytes_; }
   // The payload; only when complete(). Leaves the assembler empty.
   std::vector<uint8_t> Take();
 
@@ -99,8 +102,10 @@ class ChunkAssembler {
   uint32_t received_ = 0;
   uint64_t total_ = 0;
   uint64_t stride_ = 0;
-  std::vector<bool> seen_;
-  std::vector<uint8_t> bytes_;
+  uint32_t next_ = 0;                                   // chunks [0, next_) are in bytes_
+  std::vector<uint8_t> bytes_;                          // the payload's prefix, in order
+  std::map<uint32_t, std::vector<uint8_t>> pending_;    // chunks that came ahead of their turn
+  uint64_t pending_bytes_ = 0;
 };
 
 // Dense float32 payloads ----------------------------------------------------------------------

@@ -44,5 +44,9 @@ inline constexpr size_t kRingPieceValues = size_t{1} << 16;
 inline constexpr uint32_t kMaxRingPieces = 1u << 20;    // 2^36 values per segment
 inline constexpr size_t kMaxSwarmParams = 64;
 inline constexpr size_t kHashHexChars = 64;             // a BLAKE2b-256 hash in hex (base and payload hashes)
+// Frames a joining peer keeps while it waits for the member list (members' updates that
+// arrive first), by count and by bytes: 1,024 frames of up to a chunk each would be 16 GiB.
+inline constexpr size_t kMaxEarlyFrames = 1024;
+inline constexpr uint64_t kMaxEarlyBytes = uint64_t{64} << 20;
 
 }  // namespace shoal::protocol

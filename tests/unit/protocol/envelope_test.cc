@@ -246,6 +246,24 @@ struct RawChunk {
   }
 };
 
+// What an assembler holds follows the bytes that arrived, not the total the first chunk
+// declares (issue 32, finding 6: a member could make every ring slot allocate the declared
+// total with one small chunk): one 64 KiB chunk of a declared 64 MiB payload holds at most
+// twice its size, in order or not; the payload still assembles.
+TEST(Chunks, AnAssemblerHoldsWhatArrivedNotWhatWasDeclared) {
+  const uint64_t total = uint64_t{64} << 20, count = 1024, len = total / count;
+  RawChunk rc;
+  ChunkAssembler first(total), last(total);
+  ASSERT_TRUE(first.Add(rc.Make(0, count, 0, total, len)).ok());
+  EXPECT_LE(first.held_bytes(), 2 * len);
+  ASSERT_TRUE(last.Add(rc.Make(count - 1, count, (count - 1) * len, total, len)).ok());
+  EXPECT_LE(last.held_bytes(), 2 * len);
+  for (uint32_t i = 1; i < 8; ++i) ASSERT_TRUE(first.Add(rc.Make(i, count, i * len, total, len)).ok());
+  EXPECT_LE(first.held_bytes(), 16 * len) << "8 chunks in: at most twice 8 chunks";
+  EXPECT_FALSE(first.Add(rc.Make(3, count, 3 * len, total, len)).ok()) << "a duplicate, in order";
+  EXPECT_FALSE(last.Add(rc.Make(count - 1, count, (count - 1) * len, total, len)).ok()) << "a duplicate, ahead";
+}
+
 TEST(Chunks, AssemblerRejectsInconsistentChunks) {
   RawChunk rc;
   {

@@ -135,6 +135,7 @@ Status Peer::Join(const std::atomic<bool>& stop, std::vector<transport::Listener
   const auto deadline = Clock::now() + milliseconds(o_.join_timeout_ms);
   auto next_try = Clock::now();
   uint64_t seq = 0;
+  uint64_t early_bytes = 0;  // of the frames kept in `early`
   while (!stop.load()) {
     if (found_at && Clock::now() >= *found_at) {
       spdlog::info("peer {}: no other peer of --peers answered (this one is listed {} of {}); founding the swarm",
@@ -160,7 +161,13 @@ Status Peer::Join(const std::atomic<bool>& stop, std::vector<transport::Listener
     if (!v.ok()) continue;
     const protocol::MessageKind kind = protocol::KindOf(v);
     if (kind != protocol::MessageKind::Members && kind != protocol::MessageKind::Error) {
-      if (early->size() < 1024) early->push_back(std::move(**in));
+      // Bounded by count and bytes (protocol/limits.h); what does not fit is dropped, and its
+      // sender's retries or the state sync after joining bring it back.
+      const uint64_t size = (*in)->frame.size();
+      if (early->size() < protocol::kMaxEarlyFrames && early_bytes + size <= protocol::kMaxEarlyBytes) {
+        early_bytes += size;
+        early->push_back(std::move(**in));
+      }
       continue;
     }
     auto answer = protocol::DecodeMessage(v);
