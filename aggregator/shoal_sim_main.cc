@@ -22,7 +22,7 @@ constexpr const char* kProgram = "shoal-sim";
 int main(int argc, char** argv) {
   shoal::sim::SimOptions o;
   shoal::aggregator::ServiceFlags flags;
-  std::string config_file, log_level;
+  std::string config_file, log_level, churn_at = "start";
   o.server.rounds = 20;
   o.server.fraction = 0.1;
 
@@ -42,8 +42,23 @@ int main(int argc, char** argv) {
       ("edges", po::value(&o.edges)->default_value(o.edges),
        "edge aggregators between the clients and the root (client i joins edge i mod N; each selects --fraction of its "
        "clients, the root every edge); 0 = the clients join the root")
-      ("churn", po::value(&o.churn)->default_value(o.churn), "per round, share of the selected clients that die mid-round, [0, 1)")
+      ("churn", po::value(&o.churn)->default_value(o.churn),
+       "per round, share of the selected clients that die (no Bye, nothing more sent), [0, 1)")
+      ("churn-at", po::value(&churn_at)->default_value(churn_at),
+       "where in its round a churned client dies: start (its task arrived; nothing trained or shared), train (its "
+       "training done, nothing of the update sent), keys (its key shares sent, not its masked update; --secagg), "
+       "upload (its whole update sent), unmask (the survivor set arrived, nothing signed or revealed; --secagg), "
+       "random (a uniform time over the previous round's duration from its task; in round 1 one of the points)")
       ("churn-restart", po::value(&o.churn_restart_ms)->default_value(o.churn_restart_ms), "milliseconds until a dead client reconnects")
+      ("partition", po::value(&o.partition)->default_value(o.partition),
+       "share of the clients a network partition cuts off from their aggregator (frames both ways lost, connections "
+       "kept), [0, 1)")
+      ("partition-round", po::value(&o.partition_round)->default_value(o.partition_round),
+       "the partition starts when round N-1 closes (N = 1: at the start)")
+      ("partition-ms", po::value(&o.partition_ms)->default_value(o.partition_ms), "how long the partition lasts")
+      ("flapping", po::value(&o.flapping)->default_value(o.flapping),
+       "share of the clients whose links go down for --flap-ms and up for --flap-ms, alternately, all run long")
+      ("flap-ms", po::value(&o.flap_ms)->default_value(o.flap_ms), "a flapping link's down (and up) time")
       ("latency-ms", po::value(&o.latency_ms)->default_value(o.latency_ms), "median one-way link latency")
       ("latency-spread", po::value(&o.latency_spread)->default_value(o.latency_spread), "standard deviation of log(latency) across clients")
       ("up-mbps", po::value(&o.up_mbps)->default_value(o.up_mbps), "median upload rate, Mbit/s (0 = unlimited)")
@@ -72,6 +87,9 @@ int main(int argc, char** argv) {
   if (auto st = shoal::aggregator::ApplyServiceFlags(flags, o.server); !st.ok()) return shoal::cli::Fail(kProgram, st.message(), 2);
   // Rounds start once every virtual client has registered, unless told otherwise.
   if (vm["min-clients"].defaulted()) o.server.min_clients = o.clients;
+  auto at = shoal::sim::ParseChurnAt(churn_at);
+  if (!at.ok()) return shoal::cli::Fail(kProgram, at.status().message(), 2);
+  o.churn_at = *at;
 
   const auto& stop = shoal::cli::InstallStopSignals();
   auto sim = shoal::sim::Simulator::Create(o);
@@ -86,5 +104,13 @@ int main(int argc, char** argv) {
               r.final_accuracy, r.attackers, static_cast<unsigned long long>(r.deaths), static_cast<unsigned long long>(r.frames_lost),
               r.live_replicas_peak, static_cast<double>(r.peak_rss_bytes) / (1 << 20), r.root_cpu_seconds, r.root_bytes_in,
               o.edges);
+  if (r.deaths > 0) {
+    std::string where;
+    for (int k = 0; k < static_cast<int>(shoal::sim::DeathPoint::kCount); ++k)
+      if (r.deaths_at[k] > 0)
+        where += (where.empty() ? "" : ", ") + std::to_string(r.deaths_at[k]) + " " +
+                 shoal::sim::DeathPointName(static_cast<shoal::sim::DeathPoint>(k));
+    std::printf("shoal-sim: churn deaths by where they were: %s\n", where.c_str());
+  }
   return 0;
 }

@@ -21,7 +21,12 @@ SimRun RunSim(const std::string& name, const std::vector<std::string>& extra) {
   std::vector<std::string> args = {"--clients", "1000", "--rounds", "5", "--fraction", "0.1", "--dataset", "digits",
                                    "--lr", "0.1", "--local-epochs", "5", "--seed", "3", "--threads", "2",
                                    "--metrics-out", metrics, "--log-level", "error"};
-  for (size_t i = 0; i + 1 < extra.size(); i += 2) SetFlag(args, extra[i], extra[i + 1]);
+  for (size_t i = 0; i + 1 < extra.size(); i += 2) {
+    if (extra[i + 1].empty())
+      args.push_back(extra[i]);  // a switch
+    else
+      SetFlag(args, extra[i], extra[i + 1]);
+  }
   Process sim(BinDir() + "/shoal-sim", args, dir + "/sim", OneThreadEnv());
   SimRun r;
   r.exit_code = sim.Wait(std::chrono::milliseconds(120000));
@@ -79,6 +84,98 @@ TEST(Sim, ChurnedClientsAreDroppedAndComeBack) {
   EXPECT_NE(r.stdout_text.find("churn deaths"), std::string::npos);
 }
 
+// Churn at each point of a secure round (--churn-at): clients that die after sharing their
+// keys are the dropouts SecAgg+ recovers from (their pairwise masks are unmasked from their
+// neighbours' shares), in every round; clients that die at unmask leave a sum that the
+// others still unmask. Before --churn-at, every death came at the task, before any keys were
+// shared, and secagg_recovered stayed 0.
+TEST(Sim, SecureRoundsRecoverClientsThatDieAfterSharingTheirKeys) {
+  const std::vector<std::string> secure = {"--secagg", "", "--churn", "0.3", "--churn-restart", "300",
+                                           "--heartbeat-interval", "0.2", "--heartbeat-timeout", "1",
+                                           "--round-timeout", "10"};
+  SimRun keys = RunSim("sim-churn-keys", Concat(secure, {"--churn-at", "keys"}));
+  ASSERT_EQ(keys.exit_code, 0) << keys.stderr_text;
+  ASSERT_EQ(keys.rounds.size(), 5u);
+  for (const auto& line : keys.rounds) {
+    EXPECT_TRUE(line["model_updated"].get<bool>()) << line.dump();
+    EXPECT_FALSE(line.contains("secagg_aborted")) << line.dump();
+    // 100 selected, 30% die after their shares: fewer than 10 in a round has p < 1e-6.
+    EXPECT_GE(line["secagg_recovered"].get<uint64_t>(), 10u) << line.dump();
+    EXPECT_EQ(line["clients_reported"].get<uint64_t>() + line["secagg_recovered"].get<uint64_t>(), 100u) << line.dump();
+  }
+  EXPECT_NE(keys.stdout_text.find(" after its key shares"), std::string::npos) << keys.stdout_text;
+  EXPECT_EQ(keys.stdout_text.find(" on its task"), std::string::npos) << keys.stdout_text;
+
+  SimRun unmask = RunSim("sim-churn-unmask", Concat(secure, {"--churn-at", "unmask"}));
+  ASSERT_EQ(unmask.exit_code, 0) << unmask.stderr_text;
+  ASSERT_EQ(unmask.rounds.size(), 5u);
+  for (const auto& line : unmask.rounds) {
+    EXPECT_TRUE(line["model_updated"].get<bool>()) << line.dump();
+    EXPECT_EQ(line["secagg_recovered"].get<uint64_t>(), 0u) << "their masked inputs are in: " << line.dump();
+  }
+  EXPECT_NE(unmask.stdout_text.find(" at unmask"), std::string::npos) << unmask.stdout_text;
+  EXPECT_GT(unmask.rounds.back()["test_accuracy"].get<double>(), 0.75);
+}
+
+// The run: 1,000 clients under secure aggregation, 30% of each round's clients dying
+// at a uniform time in the round: every round completes and recovers dropouts in most rounds.
+TEST(Sim, SecureRoundsWithChurnAtRandomTimesAllComplete) {
+  SimRun r = RunSim("sim-churn-random", {"--secagg", "", "--churn", "0.3", "--churn-at", "random", "--rounds", "10",
+                                         "--churn-restart", "300", "--heartbeat-interval", "0.2",
+                                         "--heartbeat-timeout", "1", "--round-timeout", "10"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  ASSERT_EQ(r.rounds.size(), 10u);
+  int recovering = 0;
+  for (const auto& line : r.rounds) {
+    EXPECT_TRUE(line["model_updated"].get<bool>()) << line.dump();
+    EXPECT_FALSE(line.contains("secagg_aborted")) << line.dump();
+    if (line["secagg_recovered"].get<uint64_t>() > 0) ++recovering;
+  }
+  EXPECT_GE(recovering, 8) << "rounds that recovered a dropout";
+  // The deaths land at several points of the round, not all at one.
+  int points = 0;
+  for (const char* where : {" in training", " after its key shares", " after its update", " at unmask"})
+    points += r.stdout_text.find(where) != std::string::npos;
+  EXPECT_GE(points, 3) << r.stdout_text;
+  EXPECT_GT(r.rounds.back()["test_accuracy"].get<double>(), 0.75);
+}
+
+// A partition cuts 30% of the clients off from round 2 on: the round drops the selected ones
+// among them (heartbeat timeout) and later rounds go on with the rest, then everyone is back
+// (rounds start only with all 300 registered, so the run ends only if they return).
+TEST(Sim, APartitionedGroupIsDroppedAndComesBack) {
+  SimRun r = RunSim("sim-partition", {"--clients", "300", "--fraction", "0.2", "--rounds", "4", "--partition", "0.3",
+                                      "--partition-round", "2", "--partition-ms", "1500", "--heartbeat-interval",
+                                      "0.2", "--heartbeat-timeout", "1", "--round-timeout", "10"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  ASSERT_EQ(r.rounds.size(), 4u);
+  EXPECT_EQ(r.rounds[0]["clients_dropped"], 0) << r.rounds[0].dump();
+  const auto& cut = r.rounds[1];
+  EXPECT_GT(cut["clients_dropped"].get<uint64_t>(), 3u) << cut.dump();  // ~18 of 60 are in the group
+  EXPECT_LT(cut["clients_registered"].get<uint64_t>(), 260u) << cut.dump();
+  EXPECT_TRUE(cut["model_updated"].get<bool>()) << cut.dump();
+  for (size_t i = 2; i < 4; ++i) {
+    EXPECT_EQ(r.rounds[i]["clients_registered"], 300) << r.rounds[i].dump();
+    EXPECT_EQ(r.rounds[i]["clients_dropped"], 0) << r.rounds[i].dump();
+  }
+  EXPECT_NE(r.stdout_text.find("0 churn deaths"), std::string::npos) << r.stdout_text;
+}
+
+// Flapping links (down 200 ms, up 200 ms, for a fifth of the clients): frames sent while down
+// are lost, the rounds that lose an update wait out their deadline, and every round closes.
+TEST(Sim, FlappingClientsDoNotStopTheRounds) {
+  SimRun r = RunSim("sim-flap", {"--clients", "300", "--fraction", "0.2", "--rounds", "4", "--flapping", "0.2",
+                                 "--flap-ms", "200", "--heartbeat-interval", "0.1", "--heartbeat-timeout", "1",
+                                 "--round-timeout", "2", "--min-clients", "200"});
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  ASSERT_EQ(r.rounds.size(), 4u);
+  for (const auto& line : r.rounds) {
+    EXPECT_TRUE(line["model_updated"].get<bool>()) << line.dump();
+    EXPECT_GE(line["clients_reported"].get<uint64_t>(), 40u) << line.dump();  // the 48 or so that do not flap
+  }
+  EXPECT_EQ(r.stdout_text.find(" 0 frames lost"), std::string::npos) << r.stdout_text;
+}
+
 // Two tiers in one process (--edges): with every client in every round, 7 edge aggregators
 // give the flat federation's model after every round; with a tenth of the clients sampled by
 // each of 10 edges, the root takes one partial sum per edge.
@@ -113,6 +210,16 @@ TEST(Sim, RefusesWhatItCannotSimulate) {
   SimRun bad = RunSim("sim-bad", {"--clients", "20", "--batch-size", "0"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.stderr_text.find("--batch-size"), std::string::npos) << bad.stderr_text;
+  SimRun keys = RunSim("sim-keys-plain", {"--clients", "20", "--churn", "0.1", "--churn-at", "keys"});
+  EXPECT_EQ(keys.exit_code, 2);
+  EXPECT_NE(keys.stderr_text.find("--churn-at keys and unmask are points of a secure-aggregation round"),
+            std::string::npos) << keys.stderr_text;
+  SimRun at = RunSim("sim-at-bad", {"--clients", "20", "--churn-at", "midway"});
+  EXPECT_EQ(at.exit_code, 2);
+  EXPECT_NE(at.stderr_text.find("--churn-at 'midway'"), std::string::npos) << at.stderr_text;
+  SimRun part = RunSim("sim-part-bad", {"--clients", "20", "--partition", "0.5"});
+  EXPECT_EQ(part.exit_code, 2);
+  EXPECT_NE(part.stderr_text.find("--partition needs --partition-ms"), std::string::npos) << part.stderr_text;
   SimRun no_clients = RunSim("sim-zero", {"--clients", "0"});
   EXPECT_EQ(no_clients.exit_code, 2);
   EXPECT_NE(no_clients.stderr_text.find("--clients must be at least 1"), std::string::npos) << no_clients.stderr_text;

@@ -125,6 +125,40 @@ TEST(Inproc, LossFollowsTheSeed) {
   EXPECT_LT(n, 170);
 }
 
+// A link held down (LinkProfile::down) loses what is sent either way while down, keeps the
+// connection (same routing id), and carries frames again once up; what left before it went
+// down still arrives.
+TEST(Inproc, ALinkHeldDownLosesWhatIsSentWhileDownAndNothingElse) {
+  auto net = Network::Create(1);
+  auto listener = net->Listen("agg").value();
+  auto down = std::make_shared<std::atomic<bool>>(false);
+  LinkProfile up_link, down_link;
+  up_link.down = down_link.down = down;
+  up_link.latency = milliseconds(20);
+  auto c = net->Connect("agg", up_link, down_link);
+  ASSERT_TRUE(c->Send(Bytes("before"), milliseconds(100)).ok());
+  *down = true;  // "before" is on the wire
+  ASSERT_TRUE(c->Send(Bytes("lost up"), milliseconds(100)).ok());
+  auto in = listener->Recv(milliseconds(200)).value();
+  ASSERT_TRUE(in);
+  EXPECT_EQ(Text(in->frame), "before");
+  const std::string peer = in->peer;
+  EXPECT_TRUE(listener->Send(peer, Shared("lost down")).value());
+  EXPECT_FALSE(listener->Recv(milliseconds(60)).value());
+  EXPECT_FALSE(c->Recv(milliseconds(10)).value());
+  EXPECT_EQ(net->stats().frames_lost, 2u);
+  *down = false;
+  ASSERT_TRUE(c->Send(Bytes("after"), milliseconds(100)).ok());
+  in = listener->Recv(milliseconds(200)).value();
+  ASSERT_TRUE(in);
+  EXPECT_EQ(Text(in->frame), "after");
+  EXPECT_EQ(in->peer, peer) << "the connection stayed open";
+  EXPECT_TRUE(listener->Send(peer, Shared("back")).value());
+  auto back = c->Recv(milliseconds(100)).value();
+  ASSERT_TRUE(back);
+  EXPECT_EQ(Text(*back), "back");
+}
+
 TEST(Inproc, ACutConnectionIsGoneAndTheChannelReconnectsUnderANewId) {
   auto net = Network::Create(1);
   auto listener = net->Listen("agg").value();

@@ -82,6 +82,9 @@ class Client::Impl {
     e.bytes_received = channel_->traffic().bytes_received;
     o_.on_event(e);
   }
+  void Reached(RoundPoint point, uint64_t round) {
+    if (hooks_.at_point) hooks_.at_point(point, round);
+  }
   void UpdateStats() {
     std::lock_guard<std::mutex> lock(stats_mu_);
     stats_.bytes_sent = channel_->traffic().bytes_sent;

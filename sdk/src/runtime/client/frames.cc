@@ -162,6 +162,7 @@ Status Client::Impl::HandleRoundTask(const protocol::Header& h, const protocol::
   ClientEvent e(ClientEvent::Kind::kRoundStarted);
   e.round = round;
   Emit(e);
+  Reached(RoundPoint::kTask, round);
   StartTraining(replica_, *config);
   if (welcome_->privacy.secagg) StartSecAgg(round);
   return Status::Ok();

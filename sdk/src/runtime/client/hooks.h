@@ -44,6 +44,15 @@ struct ReceivedModel {
   std::string model_hash;         // the model now held
 };
 
+// Points a round reaches on a client, in order (the secure-aggregation ones only under
+// secure aggregation): what shoal-sim's --churn-at kills a client at.
+enum class RoundPoint {
+  kTask,         // the round's task arrived and its model is in place; nothing trained or sent yet
+  kSharesSent,   // secure aggregation: this client's key shares left for its neighbours
+  kUpdateSent,   // the whole update (plain or masked) left
+  kUnmaskAsked,  // secure aggregation: the survivor set arrived, before this client signs it
+};
+
 struct ClientHooks {
   // Talk over this channel instead of connecting to options.connect with ZeroMQ (the
   // options' keys must then be empty). Default: ZeroMQ.
@@ -60,6 +69,8 @@ struct ClientHooks {
   // trainer's delta, as an Update of encoding PartialSum weighted by the TrainResult's
   // num_examples; nullopt sends nothing (the round failed; the trainer's status says why).
   std::function<std::optional<std::vector<uint8_t>>(uint64_t round)> partial_sum;
+  // Fault injection (the simulator): called on the loop thread as a round reaches each point.
+  std::function<void(RoundPoint, uint64_t round)> at_point;
 };
 
 class ClientFactory {

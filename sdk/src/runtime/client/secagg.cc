@@ -53,6 +53,7 @@ Status Client::Impl::HandleSecAgg(const protocol::Header& h, protocol::Message& 
     }
     spdlog::info("round {}: secure aggregation among {} clients: shares sent to {} neighbours", round,
                  setup->roster.size(), shares->shares.size());
+    Reached(RoundPoint::kSharesSent, round);
     return Status::Ok();
   }
   if (auto* shares = std::get_if<privacy::secagg::SharesFor>(&m.body)) {
@@ -63,6 +64,7 @@ Status Client::Impl::HandleSecAgg(const protocol::Header& h, protocol::Message& 
   }
   if (auto* request = std::get_if<privacy::secagg::UnmaskRequest>(&m.body)) {
     // The consistency check: sign the one survivor set this client was told (never a second).
+    Reached(RoundPoint::kUnmaskAsked, round);
     auto signature = secagg_->OnCheck(*request);
     if (!signature.ok()) return fail(signature.status());
     if (Status st = Send(protocol::EncodeSecAggCheckSignature(NextHeader(round), *signature)); !st.ok())

@@ -177,8 +177,11 @@ void Client::Impl::SendUpdatePayload(
   }
   awaiting_ack_round_ = u.round;
   acked_train_loss_ = u.report.train_loss.value_or(0.0);
-  std::lock_guard<std::mutex> lock(stats_mu_);
-  ++stats_.rounds_trained;
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    ++stats_.rounds_trained;
+  }
+  Reached(RoundPoint::kUpdateSent, u.round);
 }
 
 }  // namespace shoal

@@ -30,6 +30,7 @@ constexpr const char* kListenName = "aggregator";
 // partition and shuffle streams every process derives from the same seed.
 constexpr uint64_t kLinkSeedTag = 0x73696d2d6c696e6bULL;   // "sim-link"
 constexpr uint64_t kChurnSeedTag = 0x73696d2d63687572ULL;  // "sim-chur"
+constexpr uint64_t kFaultSeedTag = 0x73696d2d666c6170ULL;  // "sim-flap": partition and flapping groups
 
 // CPU seconds this thread has used.
 double ThreadCpuSeconds() {
@@ -57,13 +58,46 @@ Status TrainOnPart(const BuiltinTrainerOptions& options, const std::shared_ptr<c
   return t->Train(global, round, ctx, out);
 }
 
+// One virtual client and what the simulator knows of it. Everything but `die` is touched only
+// by the thread that drives the client (its hooks and its trainer run inside its Poll).
+struct Slot {
+  uint32_t index = 0;
+  std::string name;
+  uint32_t part = 0;
+  std::string target;  // the aggregator it joins: the root, or its edge
+  transport::inproc::LinkProfile up, down;
+  bool partitioned = false;            // in the group a partition cuts off
+  std::optional<uint32_t> flap_phase;  // flapping: its offset into the flap cycle, in ms
+  std::shared_ptr<std::atomic<bool>> link_down;  // this client's links, both ways (made with it)
+  std::unique_ptr<Client> client;
+  std::atomic<bool> die{false};  // dead: nothing more leaves; its driver removes it after this Poll
+  DeathPoint died_at = DeathPoint::kTask;
+  // This round's churn: the point it dies at, or the time (random); nothing when it lives.
+  std::optional<ChurnAt> doom;
+  std::optional<Clock::time_point> doom_time;
+  DeathPoint reached = DeathPoint::kTask;  // the last point of its round it got to
+  std::optional<Clock::time_point> restart_at;  // dead until then (no client and no restart: finished)
+
+  // Dies now, where it is: its links go down at once, so nothing it sends from here leaves.
+  void Kill(DeathPoint where) {
+    if (die.load()) return;
+    *link_down = true;
+    died_at = where;
+    die = true;
+  }
+  // Dies if its random time has come.
+  void KillIfDue(Clock::time_point now) {
+    if (doom_time && now >= *doom_time) Kill(reached);
+  }
+};
+
 // A virtual client's trainer: TrainOnPart, so an idle client holds no model, optimizer or data
 // of its own; an attacker's result then goes through the attack.
 class SimTrainer final : public Trainer {
  public:
-  SimTrainer(const BuiltinTrainerOptions& options, std::shared_ptr<const data::Dataset> part,
-             const std::atomic<bool>* die, uint32_t index, Attack* attack)
-      : options_(options), part_(std::move(part)), die_(die), index_(index), attack_(attack) {}
+  SimTrainer(const BuiltinTrainerOptions& options, std::shared_ptr<const data::Dataset> part, Slot* slot,
+             Attack* attack)
+      : options_(options), part_(std::move(part)), slot_(slot), attack_(attack) {}
   std::string name() const override { return "builtin-sim"; }
   Status Configure(const TaskConfig& task) override {
     if (task.optimizer.name == "demo")
@@ -76,16 +110,20 @@ class SimTrainer final : public Trainer {
   uint64_t num_examples() const override { return static_cast<uint64_t>(part_->n); }
   Status Train(std::span<const float> global, const RoundConfig& round, const TrainContext& ctx,
                TrainResult* out) override {
-    if (die_->load()) return Status::Cancelled("the simulator killed this client mid-round");
+    if (slot_->die.load()) return Status::Cancelled("the simulator killed this client");
+    slot_->reached = DeathPoint::kTraining;
     SHOAL_RETURN_IF_ERROR(TrainOnPart(options_, part_, task_, global, round, ctx, out));
-    return attack_ ? attack_->Corrupt(index_, task_, global, round, out) : Status::Ok();
+    // Training took its time: a death due during it, or one at its end, loses the work.
+    if (slot_->doom == ChurnAt::kTrain) slot_->Kill(DeathPoint::kTraining);
+    slot_->KillIfDue(Clock::now());
+    if (slot_->die.load()) return Status::Cancelled("the simulator killed this client in training");
+    return attack_ ? attack_->Corrupt(slot_->index, task_, global, round, out) : Status::Ok();
   }
 
  private:
   const BuiltinTrainerOptions& options_;
   std::shared_ptr<const data::Dataset> part_;
-  const std::atomic<bool>* die_;
-  uint32_t index_;
+  Slot* slot_;
   Attack* attack_;  // null for an honest client
   TaskConfig task_;
 };
@@ -97,23 +135,32 @@ std::shared_ptr<const data::Dataset> FlippedLabels(const data::Dataset& part) {
   return flipped;
 }
 
-// One virtual client and what the simulator knows of it.
-struct Slot {
-  uint32_t index = 0;
-  std::string name;
-  uint32_t part = 0;
-  std::string target;  // the aggregator it joins: the root, or its edge
-  transport::inproc::LinkProfile up, down;
-  std::unique_ptr<Client> client;
-  std::atomic<bool> die{false};        // churn chose it this round (set from its own event callback)
-  std::optional<Clock::time_point> restart_at;  // dead until then (no client and no restart: finished)
-};
-
 double LogNormal(Rng& rng, double median, double spread) {
   return spread > 0.0 ? median * std::exp(spread * rng.Normal()) : median;
 }
 
 }  // namespace
+
+StatusOr<ChurnAt> ParseChurnAt(const std::string& name) {
+  static const std::pair<const char*, ChurnAt> kNames[] = {{"start", ChurnAt::kStart},   {"train", ChurnAt::kTrain},
+                                                           {"keys", ChurnAt::kKeys},     {"upload", ChurnAt::kUpload},
+                                                           {"unmask", ChurnAt::kUnmask}, {"random", ChurnAt::kRandom}};
+  for (const auto& [n, at] : kNames)
+    if (name == n) return at;
+  return Status::InvalidArgument("--churn-at '" + name + "': expected start, train, keys, upload, unmask or random");
+}
+
+const char* DeathPointName(DeathPoint p) {
+  switch (p) {
+    case DeathPoint::kTask: return "on its task";
+    case DeathPoint::kTraining: return "in training";
+    case DeathPoint::kShares: return "after its key shares";
+    case DeathPoint::kUpdate: return "after its update";
+    case DeathPoint::kUnmask: return "at unmask";
+    case DeathPoint::kCount: break;
+  }
+  return "?";
+}
 
 class Simulator::Impl {
  public:
@@ -123,6 +170,8 @@ class Simulator::Impl {
 
  private:
   void MakeClient(Slot& s);
+  void AtPoint(Slot& s, RoundPoint point, uint64_t round);
+  bool LinkDown(const Slot& s, Clock::time_point now) const;
   void Drive(uint32_t thread, const std::atomic<bool>& stop);
   // The edge aggregators, each joining the running root and then serving on its own thread.
   Status StartEdges();
@@ -148,6 +197,9 @@ class Simulator::Impl {
   std::mutex first_error_mu_;
   Status first_error_;
   std::atomic<uint64_t> deaths_{0};
+  std::atomic<uint64_t> deaths_at_[static_cast<int>(DeathPoint::kCount)] = {};
+  std::atomic<double> last_round_seconds_{0.0};  // the last closed round's, for --churn-at random
+  std::atomic<int64_t> partition_from_ns_{0};    // when the partition started (steady clock); 0 = not yet
   std::atomic<size_t> live_replicas_peak_{0};
   Clock::time_point created_;
   // Written by the service thread (on_round), read after it stopped.
@@ -164,6 +216,13 @@ Status Simulator::Impl::Init() {
   if (o_.server.rounds == 0) return Status::InvalidArgument("shoal-sim needs --rounds N (N > 0)");
   if (!(o_.churn >= 0.0 && o_.churn < 1.0)) return Status::InvalidArgument("--churn must be in [0, 1)");
   if (!(o_.stragglers >= 0.0 && o_.stragglers <= 1.0)) return Status::InvalidArgument("--stragglers must be in [0, 1]");
+  if ((o_.churn_at == ChurnAt::kKeys || o_.churn_at == ChurnAt::kUnmask) && !o_.server.secagg.enabled)
+    return Status::InvalidArgument("--churn-at keys and unmask are points of a secure-aggregation round: add --secagg");
+  if (!(o_.partition >= 0.0 && o_.partition < 1.0)) return Status::InvalidArgument("--partition must be in [0, 1)");
+  if (o_.partition > 0.0 && (o_.partition_ms == 0 || o_.partition_round == 0 || o_.partition_round > o_.server.rounds))
+    return Status::InvalidArgument("--partition needs --partition-ms > 0 and --partition-round in [1, --rounds]");
+  if (!(o_.flapping >= 0.0 && o_.flapping <= 1.0)) return Status::InvalidArgument("--flapping must be in [0, 1]");
+  if (o_.flapping > 0.0 && o_.flap_ms == 0) return Status::InvalidArgument("--flap-ms must be at least 1");
   for (double v : {o_.latency_ms, o_.latency_spread, o_.up_mbps, o_.down_mbps, o_.bandwidth_spread, o_.straggler_ms})
     if (!(v >= 0.0 && std::isfinite(v)))
       return Status::InvalidArgument("link and straggler figures must be finite and >= 0");
@@ -233,6 +292,8 @@ Status Simulator::Impl::Init() {
       first_round_start_ = now - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(r.seconds));
     last_round_end_ = now;
     round_seconds_sum_ += r.seconds;
+    last_round_seconds_ = r.seconds;
+    if (o_.partition_ms > 0 && r.round + 1 == o_.partition_round) partition_from_ns_ = now.time_since_epoch().count();
     ++rounds_;
     final_accuracy_ = r.test_accuracy;
   };
@@ -253,6 +314,9 @@ Status Simulator::Impl::Init() {
     s->down.bytes_per_second = LogNormal(rng, o_.down_mbps, o_.bandwidth_spread) * 1e6 / 8;
     if (rng.UniformDouble() < o_.stragglers)
       s->up.latency += std::chrono::microseconds(std::llround(o_.straggler_ms * 1000));
+    Rng faults(o_.server.seed ^ kFaultSeedTag, i);
+    s->partitioned = faults.UniformDouble() < o_.partition;
+    if (faults.UniformDouble() < o_.flapping) s->flap_phase = static_cast<uint32_t>(faults.Below(2 * uint64_t{o_.flap_ms}));
     MakeClient(*s);
     slots_.push_back(std::move(s));
   }
@@ -267,23 +331,80 @@ void Simulator::Impl::MakeClient(Slot& s) {
   co.connect = "inproc-sim://" + s.target;
   // Thousands of clients register through one service thread: give them time.
   co.connect_timeout_ms = 600000;
-  const double churn = o_.churn;
-  const uint64_t seed = o_.server.seed ^ kChurnSeedTag, n = o_.clients;
-  Slot* slot = &s;
-  co.on_event = [slot, churn, seed, n](const ClientEvent& e) {
-    if (e.kind != ClientEvent::Kind::kRoundStarted || churn <= 0.0) return;
-    Rng rng(seed, e.round * n + slot->index);
-    if (rng.UniformDouble() < churn) slot->die = true;
-  };
   ClientHooks hooks;
+  s.link_down = std::make_shared<std::atomic<bool>>(false);
+  s.up.down = s.down.down = s.link_down;
+  s.die = false;
+  s.doom.reset();
+  s.doom_time.reset();
+  hooks.at_point = [this, slot = &s](RoundPoint point, uint64_t round) { AtPoint(*slot, point, round); };
   hooks.channel = net_->Connect(s.target, s.up, s.down);
   hooks.train_inline = true;
   hooks.replicas = replicas_;
   Attack* attack = attack_ && attack_->attacker(s.index) ? attack_.get() : nullptr;
   const auto& part = attack && attack->flips_labels() ? flipped_parts_[s.part] : parts_[s.part];
-  s.client = ClientFactory::Make(std::move(co), std::make_unique<SimTrainer>(trainer_options_, part, &s.die, s.index, attack),
+  s.client = ClientFactory::Make(std::move(co), std::make_unique<SimTrainer>(trainer_options_, part, &s, attack),
                                  std::move(hooks));
   s.restart_at.reset();
+}
+
+// Churn (on the client's driver thread, inside its Poll): at its task, whether and where it
+// dies this round, drawn from the seed; at each point, the death due there.
+void Simulator::Impl::AtPoint(Slot& s, RoundPoint point, uint64_t round) {
+  const auto now = Clock::now();
+  switch (point) {
+    case RoundPoint::kTask: {
+      s.reached = DeathPoint::kTask;
+      s.doom.reset();
+      s.doom_time.reset();
+      if (o_.churn <= 0.0) return;
+      Rng rng(o_.server.seed ^ kChurnSeedTag, round * o_.clients + s.index);
+      if (rng.UniformDouble() >= o_.churn) return;
+      s.doom = o_.churn_at;
+      if (s.doom == ChurnAt::kRandom) {
+        const double last = last_round_seconds_.load();
+        if (last > 0.0) {
+          s.doom_time = now + std::chrono::duration_cast<Clock::duration>(
+                                  std::chrono::duration<double>(rng.UniformDouble() * last));
+        } else {  // the first round: no duration to draw from yet; a point, uniformly
+          const std::vector<ChurnAt> points = o_.server.secagg.enabled
+                                                  ? std::vector<ChurnAt>{ChurnAt::kStart, ChurnAt::kTrain, ChurnAt::kKeys,
+                                                                         ChurnAt::kUpload, ChurnAt::kUnmask}
+                                                  : std::vector<ChurnAt>{ChurnAt::kStart, ChurnAt::kTrain, ChurnAt::kUpload};
+          s.doom = points[rng.Below(points.size())];
+        }
+      }
+      if (s.doom == ChurnAt::kStart) s.Kill(DeathPoint::kTask);
+      return;
+    }
+    case RoundPoint::kSharesSent:
+      s.reached = DeathPoint::kShares;
+      if (s.doom == ChurnAt::kKeys) s.Kill(DeathPoint::kShares);
+      break;
+    case RoundPoint::kUpdateSent:
+      s.reached = DeathPoint::kUpdate;
+      if (s.doom == ChurnAt::kUpload) s.Kill(DeathPoint::kUpdate);
+      break;
+    case RoundPoint::kUnmaskAsked:
+      s.reached = DeathPoint::kUnmask;
+      if (s.doom == ChurnAt::kUnmask) s.Kill(DeathPoint::kUnmask);
+      break;
+  }
+  s.KillIfDue(now);
+}
+
+// Whether a partition or its flapping holds this client's links down now.
+bool Simulator::Impl::LinkDown(const Slot& s, Clock::time_point now) const {
+  if (s.partitioned) {
+    const int64_t from = partition_from_ns_.load();
+    const auto start = Clock::time_point(Clock::duration(from));
+    if (from != 0 && now >= start && now < start + milliseconds(o_.partition_ms)) return true;
+  }
+  if (s.flap_phase) {
+    const uint64_t ms = static_cast<uint64_t>(std::chrono::duration_cast<milliseconds>(now - created_).count());
+    if (((ms + *s.flap_phase) / o_.flap_ms) % 2 == 1) return true;
+  }
+  return false;
 }
 
 // Polls every `threads`-th client, from `thread` on, until the service is done.
@@ -297,12 +418,15 @@ void Simulator::Impl::Drive(uint32_t thread, const std::atomic<bool>& stop) {
         if (!s.restart_at || now < *s.restart_at) continue;
         MakeClient(s);  // back after its death: a fresh connection under the same name
       }
+      s.KillIfDue(now);
+      if (!s.die.load()) *s.link_down = LinkDown(s, now);
       bool finished = false;
-      Status st = s.client->Poll(0, &finished);
-      if (s.die.exchange(false)) {  // killed mid-round: no update, no Bye
+      Status st = s.die.load() ? Status::Ok() : s.client->Poll(0, &finished);
+      if (s.die.exchange(false)) {  // killed: no more frames, no Bye
         s.client.reset();
         s.restart_at = now + milliseconds(o_.churn_restart_ms);
         deaths_.fetch_add(1);
+        deaths_at_[static_cast<int>(s.died_at)].fetch_add(1);
         continue;
       }
       if (finished) {
@@ -376,6 +500,7 @@ StatusOr<SimReport> Simulator::Impl::Run(const std::atomic<bool>& stop) {
   r.final_accuracy = final_accuracy_;
   r.parts = static_cast<uint32_t>(parts_.size());
   r.deaths = deaths_.load();
+  for (int k = 0; k < static_cast<int>(DeathPoint::kCount); ++k) r.deaths_at[k] = deaths_at_[k].load();
   r.attackers = attack_ ? static_cast<uint32_t>(attack_->count()) : 0;
   r.frames_lost = net_->stats().frames_lost;
   r.live_replicas_peak = live_replicas_peak_.load();

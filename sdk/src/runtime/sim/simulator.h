@@ -22,9 +22,15 @@
 //     given medians (`*_spread` is the standard deviation of the log; 0 = all equal);
 //   - stragglers: a `stragglers` share of the clients whose updates arrive `straggler_ms`
 //     later (modelled as extra upload latency, so a straggler costs no simulator thread);
-//   - churn: each round, each selected client dies mid-round with probability `churn` (its
-//     training is abandoned and its connection closes without a Bye, like a killed process);
-//     it comes back as a fresh connection under the same name `churn_restart_ms` later.
+//   - churn: each round, each selected client dies with probability `churn`, at the point of
+//     its round `churn_at` names (ChurnAt below): from that instant nothing it sends leaves,
+//     its connection closes without a Bye, like a killed process, and it comes back as a
+//     fresh client under the same name `churn_restart_ms` later;
+//   - a partition: a `partition` share of the clients loses its links to the aggregator for
+//     `partition_ms` from the close of round `partition_round` - 1 (frames either way are
+//     lost; connections stay open, as on a network that stops forwarding), the rest keep theirs;
+//   - flapping: a `flapping` share of the clients whose links go down for `flap_ms` and come
+//     back for `flap_ms`, alternately, for the whole run (each client at its own phase).
 #pragma once
 
 #include <atomic>
@@ -37,6 +43,23 @@
 
 namespace shoal::sim {
 
+// Where in its round a churned client dies. Under secure aggregation a round goes task,
+// training, key shares, masked update, unmask; keys and unmask need --secagg.
+enum class ChurnAt {
+  kStart,   // when its task arrives: before it trains or shares keys with its neighbours
+  kTrain,   // at the end of its local training, before anything of the update leaves
+  kKeys,    // right after its key shares left, before its (masked) update: dropout recovery
+  kUpload,  // right after its whole update left, before the round closes (or it unmasks)
+  kUnmask,  // when the survivor set arrives, before it signs it or reveals anything
+  kRandom,  // at a uniform time within the round: over the previous round's duration from its
+            // task's arrival (in the first round, at one of the points above, uniformly)
+};
+StatusOr<ChurnAt> ParseChurnAt(const std::string& name);  // start|train|keys|upload|unmask|random
+
+// Where a churned client was in its round when it died (SimReport::deaths_at).
+enum class DeathPoint { kTask, kTraining, kShares, kUpdate, kUnmask, kCount };
+const char* DeathPointName(DeathPoint p);
+
 struct SimOptions {
   aggregator::AggregatorOptions server;  // task, strategy, rounds, metrics: as shoal-aggregator
   uint32_t clients = 100;                // virtual clients
@@ -44,7 +67,13 @@ struct SimOptions {
   int64_t min_part = 10;                 // smallest part, in examples
   uint32_t threads = 0;                  // client-driving threads; Default: hardware cores
   double churn = 0.0;                    // per round, share of the selected clients that die mid-round, [0, 1)
+  ChurnAt churn_at = ChurnAt::kStart;    // where in its round a churned client dies
   uint32_t churn_restart_ms = 1000;      // a dead client reconnects this long after it died
+  double partition = 0.0;                // share of the clients cut off by a partition, [0, 1)
+  uint64_t partition_round = 1;          // the partition starts as this round is about to start
+  uint32_t partition_ms = 0;             // and lasts this long (0 = no partition)
+  double flapping = 0.0;                 // share of the clients with flapping links, [0, 1]
+  uint32_t flap_ms = 500;                // a flapping link is down this long, then up this long
   double latency_ms = 0.0;               // median one-way latency of a client's link
   double latency_spread = 0.0;           // standard deviation of log(latency)
   double up_mbps = 0.0;                  // median upload rate in Mbit/s; 0 = unlimited
@@ -68,6 +97,7 @@ struct SimReport {
   double final_accuracy = 0.0;       // held-out accuracy after the last round
   uint32_t parts = 0;                // distinct data parts the clients share
   uint64_t deaths = 0;               // clients killed by churn
+  uint64_t deaths_at[static_cast<int>(DeathPoint::kCount)] = {};  // of those, by where they were
   uint32_t attackers = 0;            // clients that sent corrupted updates (--attack)
   uint64_t frames_lost = 0;          // dropped by link loss
   size_t live_replicas_peak = 0;     // most model versions held at once by all clients together

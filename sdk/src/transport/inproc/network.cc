@@ -76,6 +76,7 @@ struct Direction {
   Clock::time_point busy_until{};  // the link is serializing earlier frames until then
   Direction(const LinkProfile& p, uint64_t seed, uint64_t stream) : profile(p), rng(seed, stream) {}
   std::optional<Clock::time_point> Schedule(size_t bytes) {
+    if (profile.down && profile.down->load()) return std::nullopt;
     if (profile.loss > 0.0 && rng.UniformDouble() < profile.loss) return std::nullopt;
     const auto start = std::max(Clock::now(), busy_until);
     auto done = start;

@@ -23,6 +23,7 @@
 // different threads; each Listener or Channel from one thread at a time.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -39,12 +40,17 @@ struct LinkProfile {
   std::chrono::microseconds latency{0};  // added to every frame. Default: none
   double bytes_per_second = 0.0;         // serialization rate; 0 = unlimited (the default)
   double loss = 0.0;                     // probability that a frame is dropped, in [0, 1). Default: 0
+  // While this is set, every frame sent this way is lost, as on a partitioned network: the
+  // connection stays open and nothing crosses (the simulator's partitions, flapping links and
+  // deaths at an exact point of a round). Frames already on the wire still arrive. Default:
+  // none (always up).
+  std::shared_ptr<const std::atomic<bool>> down;
 };
 
 // Counts over the whole network (for tests and the simulator's report).
 struct NetworkStats {
   uint64_t frames_delivered = 0;  // frames handed to a Recv
-  uint64_t frames_lost = 0;       // dropped by a LinkProfile's loss
+  uint64_t frames_lost = 0;       // dropped by a LinkProfile's loss, or sent while its link was down
   uint64_t frames_cut = 0;        // discarded because their connection closed
   uint64_t connections = 0;       // opened so far (each Reset and reconnect counts)
 };
