@@ -34,10 +34,10 @@ std::vector<std::string> Args(int port, const std::string& dir) {
   return args;
 }
 
-std::vector<std::unique_ptr<Process>> Clients(int port, const std::string& dir) {
+std::vector<std::unique_ptr<Process>> Clients(int port, const std::string& dir, int count = 2) {
   std::vector<std::unique_ptr<Process>> out;
-  for (int i = 0; i < 2; ++i) {
-    auto args = ClientArgs(port, i, 2);
+  for (int i = 0; i < count; ++i) {
+    auto args = ClientArgs(port, i, count);
     SetFlag(args, "--reconnect-timeout", "60");
     out.push_back(std::make_unique<Process>("shoal-client", args, dir + "/client" + std::to_string(i), OneThreadEnv()));
   }
@@ -132,6 +132,96 @@ TEST(Crash, FiftySigkillsEachEndWithTheUninterruptedModel) {
               killed, mid_checkpoint);
 }
 
+// Client state across a crash: the aggregator, with a task whose clients carry state from
+// round to round, is SIGKILLed mid-run `trials` times and resumed; each run must end with the
+// uninterrupted run's model. Returns the trials killed and those in which a client took a
+// round back (runtime/client/journal.h).
+struct ClientStateTrials {
+  int killed = 0, took_back = 0;
+};
+ClientStateTrials RunClientStateTrials(const std::string& name, const std::vector<std::pair<std::string, std::string>>& task,
+                                       int rounds, int trials, uint64_t seed) {
+  const std::string base = TempDir(name);
+  auto args = [&](int port, const std::string& dir) {
+    auto a = AggregatorArgs(port, rounds, 3, dir + "/run.jsonl");
+    SetFlag(a, "--model", "mlp:256,256");
+    SetFlag(a, "--log-level", "warn");
+    for (const auto& [flag, value] : task) SetFlag(a, flag, value);
+    a.insert(a.end(), {"--checkpoint-dir", dir + "/ckpt", "--resume"});
+    return a;
+  };
+  auto clients = [](int port, const std::string& dir) { return Clients(port, dir, 3); };
+  auto final_hash = [&](const std::string& metrics) {
+    const auto lines = ReadJsonLines(metrics);
+    EXPECT_EQ(lines.size(), static_cast<size_t>(rounds)) << metrics;
+    for (size_t i = 0; i < lines.size(); ++i) EXPECT_EQ(lines[i]["round"], i + 1) << metrics;
+    return lines.empty() ? std::string() : lines.back()["model_hash"].get<std::string>();
+  };
+  ClientStateTrials out;
+  std::string reference;
+  {
+    const std::string dir = base + "/reference";
+    std::filesystem::create_directories(dir);
+    const int port = FreePort();
+    Process agg("shoal-aggregator", args(port, dir), dir + "/agg", OneThreadEnv());
+    auto cs = clients(port, dir);
+    EXPECT_EQ(agg.Wait(seconds(120)), 0) << agg.Stderr();
+    ExpectAllExitZero(cs);
+    reference = final_hash(dir + "/run.jsonl");
+    if (reference.empty()) return out;
+  }
+  Rng rng(seed);
+  for (int trial = 0; trial < trials; ++trial) {
+    SCOPED_TRACE(name + " trial " + std::to_string(trial));
+    const std::string dir = base + "/trial" + std::to_string(trial);
+    std::filesystem::create_directories(dir);
+    const int port = FreePort();
+    auto agg = std::make_unique<Process>("shoal-aggregator", args(port, dir), dir + "/agg1", OneThreadEnv());
+    auto cs = clients(port, dir);
+    // After a random round k in [2, rounds - 3], up to 30 ms later: inside a round (most of a
+    // round is the clients training and uploading), at its close, or between rounds.
+    const size_t k = 2 + static_cast<size_t>(rng.Below(rounds - 4));
+    EXPECT_TRUE(WaitFor([&] { return ReadJsonLines(dir + "/run.jsonl").size() >= k || !agg->Running(); }, seconds(60)));
+    ::usleep(static_cast<useconds_t>(rng.UniformDouble() * 30000));
+    if (KillIfRunning(*agg)) {
+      ++out.killed;
+      agg = std::make_unique<Process>("shoal-aggregator", args(port, dir), dir + "/agg2", OneThreadEnv());
+    }
+    EXPECT_EQ(agg->Wait(seconds(120)), 0) << agg->Stderr();
+    ExpectAllExitZero(cs);
+    EXPECT_EQ(final_hash(dir + "/run.jsonl"), reference);
+    bool any = false;
+    for (auto& c : cs) any |= c->Stderr().find("returns to its state before round") != std::string::npos;
+    out.took_back += any;
+  }
+  return out;
+}
+
+// The configuration: error feedback on both sides, the clients' residuals included.
+// Before the clients took rounds back, 0 of 8 trials ended with the reference model.
+TEST(Crash, ClientErrorFeedbackFollowsTheAggregatorBackToItsCheckpoint) {
+  const auto r = RunClientStateTrials("crash-ef", {{"--codec", "ef|topk:ratio=0.05|int8"},
+                                                   {"--codec-down", "ef|topk:ratio=0.05|int8"}},
+                                      30, 8, 20261206);
+  EXPECT_GE(r.killed, 7);
+  EXPECT_GE(r.took_back, 3) << "most kills land inside a round, after some client uploaded it";
+  std::printf("crash (client error feedback): %d of 8 trials killed the aggregator mid-run, %d of them took a round "
+              "back on a client; every run ended with the uninterrupted model\n",
+              r.killed, r.took_back);
+}
+
+// DeMo: the clients' momentum lives from round to round in their trainers (Trainer::SaveState).
+TEST(Crash, ClientDemoMomentumFollowsTheAggregatorBackToItsCheckpoint) {
+  const auto r = RunClientStateTrials("crash-demo", {{"--client-optimizer", "demo"}, {"--strategy", "demo"},
+                                                     {"--local-steps", "1"}, {"--codec-down", "ef|topk:ratio=0.05|int8"}},
+                                      20, 4, 20261207);
+  EXPECT_GE(r.killed, 3);
+  EXPECT_GE(r.took_back, 1);
+  std::printf("crash (client DeMo momentum): %d of 4 trials killed the aggregator mid-run, %d of them took a round "
+              "back on a client; every run ended with the uninterrupted model\n",
+              r.killed, r.took_back);
+}
+
 // The same trial for asynchronous FedBuff, 10 times: 3 client processes, commits of 2. Which
 // updates make a commit depends on timing, so there is no reference hash; instead each resumed
 // aggregator must start from exactly the model of the last commit its metrics keep (the hash
@@ -155,12 +245,7 @@ TEST(Crash, FedBuffResumesFromItsLastCommitAfterEachSigkill) {
     std::filesystem::create_directories(dir);
     const int port = FreePort();
     auto agg = std::make_unique<Process>("shoal-aggregator", args(port, dir), dir + "/agg1", OneThreadEnv());
-    std::vector<std::unique_ptr<Process>> clients;
-    for (int i = 0; i < 3; ++i) {
-      auto c = ClientArgs(port, i, 3);
-      SetFlag(c, "--reconnect-timeout", "60");
-      clients.push_back(std::make_unique<Process>("shoal-client", c, dir + "/client" + std::to_string(i), OneThreadEnv()));
-    }
+    auto clients = Clients(port, dir, 3);
     // After a random commit k in [2, 27], up to 20 ms later: mid-run, inside a commit, between
     // commits or during a checkpoint write (commit 1's checkpoint is written by then).
     const size_t k = 2 + static_cast<size_t>(rng.Below(kCommits - 4));

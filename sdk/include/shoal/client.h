@@ -114,6 +114,10 @@ class Client {
     uint64_t reconnects = 0;
     uint64_t errors_received = 0;
     uint64_t resyncs = 0;  // full-model resyncs this client asked for
+    // Rounds this client took back because the aggregator resumed at an earlier one, and
+    // updates left out of their round whose mass went back into the error-feedback residual.
+    uint64_t rounds_rolled_back = 0;
+    uint64_t updates_returned = 0;
   };
   Stats stats() const;
 

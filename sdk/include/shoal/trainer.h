@@ -119,6 +119,15 @@ class Trainer {
   virtual Status Evaluate(std::span<const float> params, EvalResult* out) {
     return Status::FailedPrecondition("this trainer does not evaluate");
   }
+  // What this trainer carries from one round to the next (DeMo's momentum), so that the client
+  // can take a round back that the aggregator never committed (an aggregator that resumed from
+  // its checkpoint at an earlier round: docs/PROTOCOL.md, "Client state across aggregator
+  // restarts"). The client calls SaveState before each Train and LoadState to return to such a
+  // state. A trainer that keeps nothing between rounds (the default) needs neither.
+  virtual std::vector<uint8_t> SaveState() const { return {}; }
+  virtual Status LoadState(std::span<const uint8_t> state) {
+    return state.empty() ? Status::Ok() : Status::FailedPrecondition("this trainer keeps no state between rounds");
+  }
 };
 
 // Shoal's built-in trainer: its own models (task.model) on a dataset partition.

@@ -189,6 +189,17 @@ Status Codec::LoadState(std::span<const uint8_t> state) {
   return Status::Ok();
 }
 
+StatusOr<bool> Codec::ReturnToResidual(std::span<const uint8_t> payload, const RoundContext& ctx) {
+  Impl& m = *impl_;
+  if (!m.ef) return false;
+  std::vector<float> sent(m.total, 0.0f);
+  SHOAL_RETURN_IF_ERROR(Decode(payload, ctx, sent));
+  const std::span<const float> r = m.ef->residual();
+  for (size_t i = 0; i < sent.size(); ++i) sent[i] += r[i];
+  m.ef->Restore(std::move(sent));
+  return true;
+}
+
 void Codec::Reset() {
   Impl& m = *impl_;
   if (m.ef) m.ef->Reset(m.total);

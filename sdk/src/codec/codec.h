@@ -214,6 +214,12 @@ class Codec {
   Status InverseTransform(std::span<const float> coefficients, std::span<float> out) const;
   // Drops error-feedback residuals and transform state (e.g. after a model resync).
   void Reset();
+  // For an update this encoder encoded that was never aggregated (lost, late, refused): adds
+  // what its payload carried, Decode(payload, ctx), back into the residual, so the next
+  // update carries that mass (then residual' = x of that encode, exactly where d + r' == x).
+  // False, the residual untouched, without error feedback: nothing keeps the mass. Errors
+  // are Decode's (and leave the residual as it was).
+  StatusOr<bool> ReturnToResidual(std::span<const uint8_t> payload, const RoundContext& ctx);
   // The encoder's state (the error-feedback residual, the transform's state) for a checkpoint,
   // so that a resumed encoder continues bit-identically: version 1, then the residual (varint
   // count, little-endian floats), then the transform's state (varint length, bytes). LoadState

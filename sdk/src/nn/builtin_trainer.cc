@@ -10,6 +10,7 @@
 
 #include "backend/backend.h"
 #include "backend/collective.h"
+#include "codec/bytes.h"
 #include "core/rng.h"
 #include "crypto/crypto.h"
 #include "shoal/data.h"
@@ -77,6 +78,10 @@ class BuiltinTrainer final : public Trainer {
   Status Train(std::span<const float> global, const RoundConfig& round, const TrainContext& ctx,
                TrainResult* out) override;
   Status Evaluate(std::span<const float> params, EvalResult* out) override;
+  // Between rounds it keeps DeMo's momentum (each rank's) and the fp16 loss scale; the other
+  // optimizers start every round afresh.
+  std::vector<uint8_t> SaveState() const override;
+  Status LoadState(std::span<const uint8_t> state) override;
 
  private:
   BuiltinTrainerOptions options_;
@@ -452,6 +457,54 @@ Status BuiltinTrainer::CheckReplicasAgree() {
                               " ended the round with another model than rank 0 (" + hash.substr(0, 16) + " vs " +
                               first.substr(0, 16) + ")");
   }
+  return Status::Ok();
+}
+
+// Version 1, the loss scaler (scale, clean steps, skipped steps), the number of DeMo ranks,
+// then each one's optimizer state (its length, its floats).
+std::vector<uint8_t> BuiltinTrainer::SaveState() const {
+  codec::ByteWriter w;
+  w.PutVarint(1);
+  const nn::DynamicLossScaler::State scaler = scaler_.state();
+  w.PutF32(scaler.scale);
+  w.PutU32(scaler.clean);
+  w.PutU64(scaler.skipped);
+  size_t demos = 0;
+  for (const Rank& k : ranks_) demos += k.demo != nullptr;
+  w.PutVarint(demos);
+  for (const Rank& k : ranks_) {
+    if (!k.demo) continue;
+    const std::vector<float> state = k.demo->SaveState();
+    w.PutVarint(state.size());
+    w.PutFloats(state);
+  }
+  return w.Release();
+}
+
+Status BuiltinTrainer::LoadState(std::span<const uint8_t> state) {
+  codec::ByteReader r(state);
+  uint64_t version = 0, demos = 0;
+  SHOAL_RETURN_IF_ERROR(r.ReadVarint(&version, "trainer state version"));
+  if (version != 1) return Status::Corruption("trainer state: version " + std::to_string(version) + ", expected 1");
+  nn::DynamicLossScaler::State scaler{};
+  SHOAL_RETURN_IF_ERROR(r.ReadF32(&scaler.scale, "trainer state loss scale"));
+  SHOAL_RETURN_IF_ERROR(r.ReadU32(&scaler.clean, "trainer state clean steps"));
+  SHOAL_RETURN_IF_ERROR(r.ReadU64(&scaler.skipped, "trainer state skipped steps"));
+  SHOAL_RETURN_IF_ERROR(r.ReadVarint(&demos, "trainer state DeMo ranks"));
+  std::vector<std::vector<float>> states;
+  for (const Rank& k : ranks_) {
+    if (!k.demo) continue;
+    uint64_t n = 0;
+    SHOAL_RETURN_IF_ERROR(r.ReadVarint(&n, "trainer state length"));
+    states.emplace_back();
+    SHOAL_RETURN_IF_ERROR(r.ReadFloats(n, &states.back(), "trainer state optimizer"));
+  }
+  if (states.size() != demos || !r.empty())
+    return Status::Corruption("trainer state: another task's (" + std::to_string(demos) + " DeMo ranks)");
+  size_t i = 0;
+  for (Rank& k : ranks_)
+    if (k.demo) SHOAL_RETURN_IF_ERROR(k.demo->LoadState(states[i++]));
+  scaler_.set_state(scaler);
   return Status::Ok();
 }
 

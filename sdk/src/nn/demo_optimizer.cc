@@ -41,6 +41,21 @@ void DemoOptimizer::Reset() {
   std::fill(q_.begin(), q_.end(), 0.0f);
 }
 
+std::vector<float> DemoOptimizer::SaveState() const {
+  std::vector<float> out = Optimizer::SaveState();  // the step count
+  out.insert(out.end(), m_.begin(), m_.end());
+  return out;
+}
+
+Status DemoOptimizer::LoadState(std::span<const float> state) {
+  if (state.size() != 2 + n_)
+    return Status::InvalidArgument("optimizer 'demo' state has " + std::to_string(state.size()) + " values, expected " +
+                                   std::to_string(2 + n_));
+  SHOAL_RETURN_IF_ERROR(Optimizer::LoadState(state.first(2)));
+  std::copy(state.begin() + 2, state.end(), m_.begin());
+  return Status::Ok();
+}
+
 void DemoOptimizer::BeginRound() { std::fill(acc_.begin(), acc_.end(), 0.0f); }
 
 void DemoOptimizer::Step(float* w, const float* g) {

@@ -45,6 +45,9 @@ class DemoOptimizer final : public Optimizer {
   // Zeroes the momentum, the round's extracted sum and the step count (a new task).
   void Reset() override;
   std::string name() const override { return "demo"; }
+  // The step count and the momentum (what lives from one round to the next).
+  std::vector<float> SaveState() const override;
+  Status LoadState(std::span<const float> state) override;
 
   // Starts a round: zeroes the extracted sum Q and keeps the momentum.
   void BeginRound();

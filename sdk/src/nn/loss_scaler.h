@@ -22,6 +22,18 @@ class DynamicLossScaler {
 
   float scale() const { return scale_; }
   uint64_t skipped_steps() const { return skipped_; }
+  // What it carries from step to step (a trainer's state between rounds).
+  struct State {
+    float scale;
+    uint32_t clean;
+    uint64_t skipped;
+  };
+  State state() const { return {scale_, clean_, skipped_}; }
+  void set_state(const State& s) {
+    scale_ = s.scale;
+    clean_ = s.clean;
+    skipped_ = s.skipped;
+  }
 
   // After each step: `overflow` says the scaled gradients held Inf/NaN (the step was skipped).
   void Update(bool overflow) {

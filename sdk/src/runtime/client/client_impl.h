@@ -28,6 +28,7 @@
 #include "protocol/envelope.h"
 #include "protocol/messages.h"
 #include "runtime/client/hooks.h"
+#include "runtime/client/journal.h"
 #include "privacy/dp/noise.h"
 #include "privacy/secagg/protocol.h"
 #include "runtime/secure_sum.h"
@@ -197,6 +198,13 @@ class Client::Impl {
   // slow codec until the first measure.
   std::unique_ptr<codec::Codec> slow_codec_;
   runtime::UpdatePipeline slow_stages_;
+  // The state each round changes (codec residuals, the trainer's), kept until the aggregator
+  // has closed the round (journal.h): settled at each task, before the client trains.
+  runtime::RoundJournal journal_;
+  runtime::RoundState RoundStateNow() {
+    return {up_codec_.get(), slow_codec_.get(), &sent_slow_, trainer_.get()};
+  }
+  Status SettleRounds(uint64_t round);
   std::optional<double> upload_mbps_;
   bool sent_slow_ = true;                  // the last update went with the slow codec (for the log)
   Clock::time_point upload_started_;

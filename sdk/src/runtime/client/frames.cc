@@ -27,6 +27,7 @@ Status Client::Impl::HandleWelcome(const protocol::Header& h, protocol::WelcomeI
     }
     SHOAL_RETURN_IF_ERROR(st.WithContext("the aggregator's task does not fit this trainer"));
     configured_task_ = w->task;
+    journal_.Clear();  // its codecs and the trainer's state start afresh
     up_codec_.reset();
     replica_.reset();
     replica_hash_.clear();
@@ -35,6 +36,7 @@ Status Client::Impl::HandleWelcome(const protocol::Header& h, protocol::WelcomeI
       (slow_codec_ ? slow_codec_->spec() : std::string()) != w->task.codec_slow) {
     SHOAL_RETURN_IF_ERROR(
         MakeUploadStages(w->task, w->task.codec, up_codec_, update_stages_).WithContext("cannot run the aggregator's --codec"));
+    journal_.Clear();
     auto down = codec::Codec::Create(w->task.codec_down, w->task.layout);
     if (!down.ok()) return down.status().WithContext("cannot run the aggregator's --codec-down");
     down_codec_ = std::move(*down);
@@ -163,8 +165,33 @@ Status Client::Impl::HandleRoundTask(const protocol::Header& h, const protocol::
   e.round = round;
   Emit(e);
   Reached(RoundPoint::kTask, round);
+  SHOAL_RETURN_IF_ERROR(SettleRounds(round));
   StartTraining(replica_, *config);
   if (welcome_->privacy.secagg) StartSecAgg(round);
+  return Status::Ok();
+}
+
+// Before training round `round`: what the earlier rounds left settled (journal.h), then this
+// round's starting state kept.
+Status Client::Impl::SettleRounds(uint64_t round) {
+  auto settled = journal_.Settle(round, session_, RoundStateNow(), welcome_->task.seed, o_.name);
+  if (!settled.ok()) return settled.status().WithContext("round " + std::to_string(round) + ": settling earlier rounds");
+  if (!settled->rolled_back.empty())
+    spdlog::warn("round {}: the aggregator is back at round {} (it resumed from its checkpoint): this client returns "
+                 "to its state before round {}, taking back {} round(s) it never committed",
+                 round, round, settled->rolled_back.front(), settled->rolled_back.size());
+  for (uint64_t r : settled->returned)
+    spdlog::info("round {}: round {}'s update was left out of its round; its mass returns to the error-feedback "
+                 "residual", round, r);
+  for (uint64_t r : settled->lost)
+    spdlog::warn("round {}: round {}'s update was left out of its round, and without error feedback its work is lost",
+                 round, r);
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    stats_.rounds_rolled_back += settled->rolled_back.size();
+    stats_.updates_returned += settled->returned.size();
+  }
+  journal_.Keep(round, RoundStateNow());
   return Status::Ok();
 }
 
@@ -246,6 +273,7 @@ Status Client::Impl::HandleFrame(const transport::Message& m) {
       break;
   }
   if (std::holds_alternative<protocol::Ack>(msg.body)) {
+    journal_.Acked(h.round);
     if (h.round == awaiting_ack_round_) {
       MeasureUpload();
       ClientEvent e(ClientEvent::Kind::kRoundDone);

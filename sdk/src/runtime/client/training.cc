@@ -132,6 +132,7 @@ Status Client::Impl::FinishTraining() {
   }
   sent_slow_ = slow;
   if (auto failed = (slow ? slow_stages_ : update_stages_).Run(u)) return failed->status.WithContext("preparing the update");
+  journal_.Encoded(round, u.payload, slow, session_);
   const auto encoding = slow ? protocol::PayloadEncoding::CodecSlow : protocol::PayloadEncoding::Codec;
   SendUpdatePayload(u, u.payload, "update", [&](const protocol::Header& h, const protocol::ChunkRef& chunk) {
     return protocol::EncodeUpdate(h, u.num_examples, u.report, encoding, chunk);
