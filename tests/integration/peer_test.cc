@@ -464,6 +464,19 @@ class RawPeer {
   uint64_t swarm_ = 0, step_ = 0;
 };
 
+// The raw member says Bye; every peer then ends the run, and the replicas agree step by step.
+std::vector<std::map<uint64_t, nlohmann::json>> LeaveAndCheckAgreement(RawPeer& m, Swarm& swarm, uint64_t swarm_id,
+                                                                      uint64_t seq) {
+  m.Listen(300);
+  m.Send(protocol::EncodeBye({swarm_id, 0, 0, seq}, "done"));
+  m.Listen(200);
+  for (auto& p : swarm.peers) EXPECT_EQ(p->Wait(seconds(120)), 0) << p->Stderr();
+  std::vector<std::map<uint64_t, nlohmann::json>> steps;
+  for (int i = 0; i < 3; ++i) steps.push_back(Steps(swarm.Metrics(i)));
+  ExpectSameHashes(steps);
+  return steps;
+}
+
 // Only listed keys get in, and only correctly signed updates count: a stranger's key is refused
 // at the handshake; a listed member's update with a wrong signature, or one claiming another
 // author, is rejected and counted, and the replicas still agree.
@@ -494,18 +507,73 @@ TEST(Peers, UnlistedPeersAreRefusedAndForgedUpdatesRejected) {
   // 2. Another member's name, correctly signed with its own key.
   const auto good = crypto::Sign(protocol::SignedUpdateBytes(swarm_id, step + 1, "p1", base, 32, 1.0, crypto::Hash256(payload)), m.keys().sign_secret);
   m.Send(protocol::EncodePeerUpdate({swarm_id, step + 1, 0, ++seq}, "p1", base, 32, 1.0, chunk, good));
-  m.Listen(300);
-  m.Send(protocol::EncodeBye({swarm_id, 0, 0, ++seq}, "done"));
-  m.Listen(200);
-
-  for (auto& p : swarm.peers) EXPECT_EQ(p->Wait(seconds(120)), 0) << p->Stderr();
-  std::vector<std::map<uint64_t, nlohmann::json>> steps;
-  for (int i = 0; i < 3; ++i) steps.push_back(Steps(swarm.Metrics(i)));
-  ExpectSameHashes(steps);
+  const auto steps = LeaveAndCheckAgreement(m, swarm, swarm_id, ++seq);
   const auto& codes = steps[0].rbegin()->second["rejected_by_code"];
   EXPECT_GE(codes.value("BadSignature", 0), 1) << codes.dump();
   EXPECT_GE(codes.value("BadSender", 0), 1) << codes.dump();
   for (const auto& [s, line] : steps[0]) EXPECT_LE(line["included"].get<int>(), 3) << "mallory never counted";
+  EXPECT_GT(steps[0].rbegin()->second["test_accuracy"].get<double>(), 0.9);
+}
+
+// The ring all-reduce's hops, from a listed member (docs/SECURITY.md, "Peers"): a hop of a ring
+// the receiver can place must come from the member before it (checked before anything is held
+// for it), every piece is signed by its sender over where it goes and what it sums (a bad
+// signature, or a genuine one over another payload, is rejected), and no member can make a
+// peer hold more than its bound of hops however many it makes up. The replicas still agree.
+TEST(Peers, RingHopsAreFromThePredecessorSignedAndBounded) {
+  const std::string dir = TempDir("peers-ring-forged");
+  Swarm swarm(dir, 3, /*secure=*/true);
+  const auto task = Concat(DigitsTask(300, 3, "0.1"), {"--mode", "allreduce"});
+  ASSERT_TRUE(swarm.Found(3, 3, task));
+  ASSERT_TRUE(WaitFor([&] { return Steps(swarm.Metrics(1)).size() >= 20; }, seconds(60)));
+  RawPeer m(swarm, 1);  // p1's predecessor is p0 on the ring [mallory, p0, p1, p2]
+  m.Send(protocol::EncodeJoin({0, 0, 0, 1}, m.Info(), false));
+  auto [swarm_id, step] = m.Listen(300);
+  ASSERT_NE(swarm_id, 0u) << "p1 connected back to the raw member";
+  const uint64_t at = step + 1;
+  uint64_t seq = 1;
+  const std::string view = "mallory\np0\np1\np2\n";
+  const std::string ring = crypto::HashHex({reinterpret_cast<const uint8_t*>(view.data()), view.size()});
+  const std::string made_up(64, 'e');
+  auto hop = [&](const std::string& hash, uint8_t phase, uint32_t hop) {
+    return protocol::RingSegment{.ring_hash = hash, .attempt = 0, .phase = phase, .hop = hop, .segment = 0,
+                                 .contributors = 1, .weight = 32, .loss = 1, .piece = 0, .chunk = {}, .signature = {}};
+  };
+  auto sign = [&](protocol::RingSegment& r, const std::vector<uint8_t>& payload) {
+    r.signature = crypto::Sign(protocol::SignedRingHopBytes(swarm_id, at, "mallory", r, crypto::Hash256(payload)),
+                               m.keys().sign_secret);
+  };
+  const std::vector<uint8_t> payload(800 * 4, 0);
+  const auto whole = protocol::SplitPayload(payload, 1 << 20).at(0);
+  // 1. A genuinely signed hop of the ring p1 runs, from a member who is not before it.
+  auto r = hop(ring, 0, 0);
+  sign(r, payload);
+  m.Send(protocol::EncodeRingSegment({swarm_id, at, 0, ++seq}, r, whole));
+  // 2. A hop signed over other bytes; 3. a genuine signature over another payload.
+  r = hop(made_up, 0, 0);
+  r.signature = crypto::Sign(std::vector<uint8_t>{1, 2, 3}, m.keys().sign_secret);
+  m.Send(protocol::EncodeRingSegment({swarm_id, at, 0, ++seq}, r, whole));
+  r = hop(made_up, 0, 1);
+  std::vector<uint8_t> other = payload;
+  other[5] = 1;
+  sign(r, other);
+  m.Send(protocol::EncodeRingSegment({swarm_id, at, 0, ++seq}, r, whole));
+  // 4. Half-sent pieces of 84,000 bytes in made-up hops, 42,000 bytes each held: mlp:32's
+  //    bound is 4 x (2 x 2410 x 4 + 65,536) = 339,264 bytes, so the ninth is refused.
+  const std::vector<uint8_t> big(84000, 0);
+  const auto half = protocol::SplitPayload(big, 42000).at(0);
+  for (uint32_t h = 0; h < 11; ++h) {
+    r = hop(made_up, 1, h);
+    sign(r, big);
+    m.Send(protocol::EncodeRingSegment({swarm_id, at, 0, ++seq}, r, half));
+  }
+  const auto steps = LeaveAndCheckAgreement(m, swarm, swarm_id, ++seq);
+  const auto& codes = steps[1].rbegin()->second["rejected_by_code"];
+  EXPECT_EQ(codes.value("BadSender", 0), 1) << codes.dump();
+  EXPECT_EQ(codes.value("BadSignature", 0), 2) << codes.dump();
+  EXPECT_GE(codes.value("MalformedFrame", 0), 3) << "the ninth to eleventh half-pieces: " << codes.dump();
+  EXPECT_NE(swarm.peers[1]->Stderr().find("would hold more than 339264 bytes"), std::string::npos)
+      << swarm.peers[1]->Stderr();
   EXPECT_GT(steps[0].rbegin()->second["test_accuracy"].get<double>(), 0.9);
 }
 

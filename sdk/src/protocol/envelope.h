@@ -24,7 +24,7 @@ namespace shoal::protocol {
 // Bumped only for changes old peers cannot read (see schemas/shoal.fbs).
 // 2: RingSegment (ring all-reduce swarms); 3: SecAgg*, PrivacyConfig; 4: SecAgg's consistency
 // round (SecAggCheckSignature, SecAggUnmaskProof), long-term signing identities
-inline constexpr uint32_t kProtocolVersion = 4;
+inline constexpr uint32_t kProtocolVersion = 5;
 
 using Frame = std::vector<uint8_t>;
 

@@ -48,5 +48,11 @@ inline constexpr size_t kHashHexChars = 64;             // a BLAKE2b-256 hash in
 // arrive first), by count and by bytes: 1,024 frames of up to a chunk each would be 16 GiB.
 inline constexpr size_t kMaxEarlyFrames = 1024;
 inline constexpr uint64_t kMaxEarlyBytes = uint64_t{64} << 20;
+// The ring hops one member may have a peer hold for it at once, for a model of `n` floats:
+// its hops of two whole rings at the largest codec output (a ring passes each member about
+// twice the model per attempt, and a change of view overlaps at most the next ring). An
+// honest predecessor cannot run further ahead than the ring lets it, well below this; a
+// member making up rings, hops and pieces is held to it.
+inline constexpr uint64_t MaxRingBytesPerSender(uint64_t n) { return 4 * MaxCodecPayloadBytes(n); }
 
 }  // namespace shoal::protocol

@@ -86,8 +86,9 @@ Frame EncodeUpdateFetch(const Header& h, const std::string& author) {
 Frame EncodeRingSegment(const Header& h, const RingSegment& r, const ChunkRef& chunk) {
   FlatBufferBuilder fbb(chunk.data.size() + 512);
   auto c = BuildChunk(fbb, chunk);
+  auto sig = fbb.CreateVector(r.signature.data(), r.signature.size());
   auto msg = wire::CreateRingSegment(fbb, fbb.CreateString(r.ring_hash), r.attempt, r.phase, r.hop, r.segment,
-                                     r.contributors, r.weight, r.loss, c, r.piece);
+                                     r.contributors, r.weight, r.loss, c, r.piece, sig);
   return Finish(fbb, h, wire::Message::RingSegment, msg.Union());
 }
 
@@ -221,6 +222,45 @@ StatusOr<RingSegment> DecodeRingSegment(const wire::RingSegment* r) {
     return Status::Protocol("ring segment out of range: piece " + std::to_string(r->piece()) + " exceeds the piece limit");
   out.piece = r->piece();
   out.chunk = ViewChunk(r->payload());
+  SHOAL_RETURN_IF_ERROR(
+      CopyFixedBytes(r->signature(), out.signature, "ring segment out of range: the signature is not 64 bytes"));
+  return out;
+}
+
+namespace {
+
+// What both signatures start with: a domain tag (its terminating 0 separates it), the swarm and
+// step, then two names, each ended by a 0.
+std::vector<uint8_t> SignedHead(const char* tag, size_t tag_size, uint64_t swarm, uint64_t step, const std::string& name,
+                                const std::string& hash) {
+  std::vector<uint8_t> out(tag, tag + tag_size);
+  PutU64(out, swarm);
+  PutU64(out, step);
+  for (const std::string* s : {&name, &hash}) {
+    out.insert(out.end(), s->begin(), s->end());
+    out.push_back(0);
+  }
+  return out;
+}
+
+void PutF64Bits(std::vector<uint8_t>& out, double v) {
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof bits);
+  PutU64(out, bits);
+}
+
+}  // namespace
+
+std::vector<uint8_t> SignedRingHopBytes(uint64_t swarm, uint64_t step, const std::string& sender,
+                                        const RingSegment& r, const std::array<uint8_t, 32>& digest) {
+  static constexpr char kTag[] = "shoal-peer-ring-hop-v1";
+  std::vector<uint8_t> out = SignedHead(kTag, sizeof kTag, swarm, step, sender, r.ring_hash);
+  for (uint64_t v : {uint64_t{r.attempt}, uint64_t{r.phase}, uint64_t{r.hop}, uint64_t{r.segment}, uint64_t{r.piece},
+                     uint64_t{r.contributors}})
+    PutU64(out, v);
+  PutF64Bits(out, r.weight);
+  PutF64Bits(out, r.loss);
+  out.insert(out.end(), digest.begin(), digest.end());
   return out;
 }
 
@@ -228,17 +268,9 @@ std::vector<uint8_t> SignedUpdateBytes(uint64_t swarm, uint64_t step, const std:
                                        const std::string& base_hash, uint64_t num_examples, double loss,
                                        const std::array<uint8_t, 32>& digest) {
   static constexpr char kTag[] = "shoal-peer-update-v2";
-  std::vector<uint8_t> out(kTag, kTag + sizeof kTag);  // the terminating 0 separates the tag
-  PutU64(out, swarm);
-  PutU64(out, step);
-  out.insert(out.end(), author.begin(), author.end());
-  out.push_back(0);
-  out.insert(out.end(), base_hash.begin(), base_hash.end());
-  out.push_back(0);
+  std::vector<uint8_t> out = SignedHead(kTag, sizeof kTag, swarm, step, author, base_hash);
   PutU64(out, num_examples);
-  uint64_t loss_bits = 0;
-  std::memcpy(&loss_bits, &loss, sizeof loss_bits);
-  PutU64(out, loss_bits);
+  PutF64Bits(out, loss);
   out.insert(out.end(), digest.begin(), digest.end());
   return out;
 }

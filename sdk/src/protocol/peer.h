@@ -96,6 +96,7 @@ struct RingSegment {
   double loss = 0.0;          // finite
   uint32_t piece = 0;         // of the segment (its kRingPieceValues values), < kMaxRingPieces
   ChunkView chunk;            // points into the frame
+  crypto::Signature signature{};  // the sender's, over SignedRingHopBytes (every chunk carries it)
 };
 
 
@@ -131,5 +132,12 @@ StatusOr<RingSegment> DecodeRingSegment(const wire::RingSegment* r);
 std::vector<uint8_t> SignedUpdateBytes(uint64_t swarm, uint64_t step, const std::string& author,
                                        const std::string& base_hash, uint64_t num_examples, double loss,
                                        const std::array<uint8_t, 32>& payload_digest);
+// The bytes a ring hop's signature covers: a domain tag, the swarm and step, the sender, the
+// ring (hash, attempt), where the piece goes (phase, hop, segment, piece), what it sums
+// (contributors, weight, the loss's IEEE-754 bits) and the BLAKE2b-256 of its whole payload.
+// A member signs each piece it sends, so a hop cannot be altered, replayed into another
+// step, swarm, ring or place, or passed off as another member's.
+std::vector<uint8_t> SignedRingHopBytes(uint64_t swarm, uint64_t step, const std::string& sender,
+                                        const RingSegment& r, const std::array<uint8_t, 32>& payload_digest);
 
 }  // namespace shoal::protocol

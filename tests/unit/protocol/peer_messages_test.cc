@@ -3,6 +3,8 @@
 // and what an update's signature binds.
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <cmath>
 #include <limits>
 
@@ -106,8 +108,9 @@ TEST(PeerMessages, UpdateCommitStateAndFetchRoundTrip) {
 }
 
 TEST(PeerMessages, RingSegmentRoundTripAndRefusals) {
-  const RingSegment r{.ring_hash = kHash, .attempt = 2, .phase = 1, .hop = 3, .segment = 4, .contributors = 5,
-                      .weight = 96.0, .loss = 12.5, .chunk = {}};
+  RingSegment r{.ring_hash = kHash, .attempt = 2, .phase = 1, .hop = 3, .segment = 4, .contributors = 5,
+                .weight = 96.0, .loss = 12.5, .chunk = {}};
+  for (size_t i = 0; i < r.signature.size(); ++i) r.signature[i] = static_cast<uint8_t>(3 * i + 1);
   const Frame f = EncodeRingSegment({7, 9, 0, 1}, r, SplitPayload(kPayload, 1 << 20).at(0));
   const auto d = DecodeAs<RingSegment>(f, MessageKind::RingSegment);
   EXPECT_EQ(d.ring_hash, kHash);
@@ -118,6 +121,7 @@ TEST(PeerMessages, RingSegmentRoundTripAndRefusals) {
   EXPECT_EQ(d.contributors, 5u);
   EXPECT_EQ(d.weight, 96.0);
   EXPECT_EQ(d.loss, 12.5);
+  EXPECT_EQ(d.signature, r.signature);
   ASSERT_TRUE(d.chunk.present);
   EXPECT_EQ(std::vector<uint8_t>(d.chunk.data.begin(), d.chunk.data.end()), kPayload);
 
@@ -274,6 +278,39 @@ TEST(PeerMessages, TheSignatureBindsSwarmStepAuthorBaseWeightLossAndPayload) {
     EXPECT_FALSE(crypto::Verify(sig, changed, keys.sign_public));
   auto other = crypto::GenerateKeyPair().value();
   EXPECT_FALSE(crypto::Verify(sig, msg, other.sign_public));
+}
+
+// A ring hop's signature binds the swarm, step, sender, ring, attempt, where the piece goes,
+// what it sums and its payload: changing any one fails verification.
+TEST(PeerMessages, TheRingHopSignatureBindsEveryFieldAndThePayload) {
+  auto keys = crypto::GenerateKeyPair().value();
+  const std::vector<uint8_t> payload = {1, 2, 3, 4};
+  const auto digest = crypto::Hash256(payload);
+  const RingSegment r{.ring_hash = kHash, .attempt = 2, .phase = 1, .hop = 3, .segment = 4, .contributors = 5,
+                      .weight = 96.0, .loss = 12.5, .piece = 6, .chunk = {}};
+  const auto msg = SignedRingHopBytes(1, 2, "alice", r, digest);
+  const crypto::Signature sig = crypto::Sign(msg, keys.sign_secret);
+  EXPECT_TRUE(crypto::Verify(sig, msg, keys.sign_public));
+  std::vector<std::vector<uint8_t>> changed = {SignedRingHopBytes(9, 2, "alice", r, digest),
+                                               SignedRingHopBytes(1, 3, "alice", r, digest),
+                                               SignedRingHopBytes(1, 2, "bob", r, digest)};
+  std::vector<uint8_t> other_payload = payload;
+  other_payload[0] ^= 1;
+  changed.push_back(SignedRingHopBytes(1, 2, "alice", r, crypto::Hash256(other_payload)));
+  const std::vector<std::function<void(RingSegment&)>> edits = {
+      [](RingSegment& x) { x.ring_hash = std::string(64, 'e'); }, [](RingSegment& x) { x.attempt = 3; },
+      [](RingSegment& x) { x.phase = 0; },                        [](RingSegment& x) { x.hop = 2; },
+      [](RingSegment& x) { x.segment = 5; },                      [](RingSegment& x) { x.piece = 7; },
+      [](RingSegment& x) { x.contributors = 4; },                 [](RingSegment& x) { x.weight = 95.0; },
+      [](RingSegment& x) { x.loss = -12.5; }};
+  for (const auto& edit : edits) {
+    RingSegment e = r;
+    edit(e);
+    changed.push_back(SignedRingHopBytes(1, 2, "alice", e, digest));
+  }
+  for (const auto& c : changed) EXPECT_FALSE(crypto::Verify(sig, c, keys.sign_public));
+  // And not an update's signature over the same numbers (another domain tag).
+  EXPECT_NE(msg, SignedUpdateBytes(1, 2, "alice", kHash, 96, 12.5, digest));
 }
 
 }  // namespace

@@ -41,6 +41,7 @@
 #include "protocol/messages.h"
 #include "runtime/peer/exchange.h"
 #include "runtime/peer/ring_allreduce.h"
+#include "runtime/peer/ring_inbox.h"
 #include "runtime/transform_sum.h"
 #include "shoal/data.h"
 #include "shoal/peer.h"
@@ -92,16 +93,6 @@ struct Member {
   uint64_t finished_after = 0;  // it said it finished the run at this step (0: it has not)
 };
 
-// One piece of one hop of a ring, as it arrives (chunk by chunk) from the member before this one.
-struct RingInbound {
-  std::string from;
-  Clock::time_point since;  // its first chunk arrived
-  std::unique_ptr<protocol::ChunkAssembler> assembler;
-  bool complete = false;
-  RingHop hop;
-};
-// (step, ring hash, attempt, phase, hop, piece)
-using RingKey = std::tuple<uint64_t, std::string, uint32_t, uint8_t, uint32_t, uint32_t>;
 
 // This peer's ring of the current step: its members in order, and the reduction so far.
 struct RingRun {
@@ -114,6 +105,7 @@ struct RingRun {
   Clock::time_point progress;  // started, or last received a chunk of this ring
   std::deque<RingHop> outbox;  // pieces for `next` not sent yet (its connection was not up)
   size_t next_chunk = 0;       // of outbox.front()
+  crypto::Signature out_signature{};  // outbox.front()'s, made with its first chunk
 };
 
 // This peer's update of a step in the ring modes: weight x delta, kept across ring restarts.
@@ -224,6 +216,9 @@ class Peer {
   void HandleRingSegment(const std::string& from, uint64_t step, const protocol::RingSegment& r,
                          const transport::Message& frame);
   void PruneRingInbox();
+  // The member before this peer on ring `hash` of `step`: known for the ring it runs and the
+  // ring of its current view; nullopt for a ring it does not see (yet).
+  std::optional<std::string> RingPredecessor(uint64_t step, const std::string& hash) const;
   int64_t RingStallMs() const;
 
   // State transfer (state_sync.cc).
@@ -280,7 +275,7 @@ class Peer {
   std::unique_ptr<SegmentCodec> ring_codec_;
   std::unique_ptr<RingRun> ring_;
   Contribution own_;
-  std::map<RingKey, RingInbound> ring_inbox_;  // hops received for this or later rings
+  RingInbox ring_inbox_;  // hops received for this or later rings
   std::unique_ptr<runtime::TransformSum> step_mean_;  // Apply's sum in the transform domain, reused
   std::map<uint64_t, std::string> hash_log_;  // model hash after recent steps
   const std::atomic<bool>* stop_ = nullptr;   // the trainer's cancellation flag

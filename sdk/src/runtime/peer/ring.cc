@@ -28,6 +28,13 @@ std::string RingHash(const std::vector<std::string>& members) {
   return crypto::HashHex({reinterpret_cast<const uint8_t*>(joined.data()), joined.size()});
 }
 
+// A hop's fields as the wire and its signature carry them (SignedRingHopBytes).
+protocol::RingSegment RingFields(const std::string& hash, uint32_t attempt, const RingHop& hop) {
+  return protocol::RingSegment{.ring_hash = hash, .attempt = attempt, .phase = hop.phase, .hop = hop.hop,
+                               .segment = hop.segment, .contributors = hop.contributors, .weight = hop.weight,
+                               .loss = hop.loss, .piece = hop.piece, .chunk = {}, .signature = {}};
+}
+
 constexpr size_t kMaxRingsKept = 8;   // distinct (step, ring, attempt) held in the inbox
 constexpr size_t kRingViewSlack = 8;  // members a sender may know of that this peer does not yet
 
@@ -90,8 +97,7 @@ void Peer::RingStep() {
     if (it == ring_inbox_.end() || std::get<0>(it->first) != step || std::get<1>(it->first) != hash ||
         std::get<2>(it->first) != ring_->attempt)
       break;
-    RingInbound in = std::move(it->second);
-    ring_inbox_.erase(it);
+    RingInbound in = ring_inbox_.Take(it);
     if (in.from != ring_->prev) {
       Reject(in.from, ErrorCode::BadSender, "ring hop from " + in.from + ", who is not before this peer on the ring");
       continue;
@@ -124,10 +130,9 @@ void Peer::StartRing(uint64_t step, const std::vector<std::string>& live, const 
   ring_->reduce = std::make_unique<RingAllReduce>(n, pos, own_.values, own_.weight, own_.loss, ring_codec_.get(),
                                                   protocol::kRingPieceValues);
   // Hops of this step's older attempts, or of rings this peer has left, are of no use.
-  for (auto it = ring_inbox_.begin(); it != ring_inbox_.end();) {
-    const bool older = std::get<0>(it->first) == step && std::get<1>(it->first) == hash && std::get<2>(it->first) < attempt;
-    it = older ? ring_inbox_.erase(it) : std::next(it);
-  }
+  ring_inbox_.EraseIf([&](const RingKey& key, const RingInbound&) {
+    return std::get<0>(key) == step && std::get<1>(key) == hash && std::get<2>(key) < attempt;
+  });
   auto first = ring_->reduce->Start();
   if (!first.ok()) {  // encoding our own finite values cannot fail; say so if it does
     train_error_ = first.status().WithContext("step " + std::to_string(step) + ": the ring's first hop");
@@ -149,9 +154,11 @@ void Peer::FlushRing() {
     auto it = members_.find(ring_->next);
     if (it == members_.end()) return;  // gone: the view changes, and the ring restarts
     const RingHop& hop = ring_->outbox.front();
-    const protocol::RingSegment r{.ring_hash = ring_->hash, .attempt = ring_->attempt, .phase = hop.phase,
-                                  .hop = hop.hop, .segment = hop.segment, .contributors = hop.contributors,
-                                  .weight = hop.weight, .loss = hop.loss, .piece = hop.piece, .chunk = {}};
+    protocol::RingSegment r = RingFields(ring_->hash, ring_->attempt, hop);
+    if (ring_->next_chunk == 0)  // each piece signed once, by this member (docs/SECURITY.md)
+      ring_->out_signature = crypto::Sign(
+          protocol::SignedRingHopBytes(swarm_, ring_->step, self_.name, r, crypto::Hash256(hop.payload)), keys_.sign_secret);
+    r.signature = ring_->out_signature;
     const auto chunks = protocol::SplitPayload(hop.payload, swarm_info_.chunk_bytes);
     for (; ring_->next_chunk < chunks.size(); ++ring_->next_chunk) {
       protocol::Header h = Header(it->second);
@@ -183,7 +190,7 @@ void Peer::FinishRing() {
     train_error_ = st;  // every replica took the same step: the swarm cannot go on
     return;
   }
-  for (auto it = ring_inbox_.begin(); it != ring_inbox_.end() && std::get<0>(it->first) <= step;) it = ring_inbox_.erase(it);
+  ring_inbox_.EraseIf([&](const RingKey& key, const RingInbound&) { return std::get<0>(key) <= step; });
   if (Leader() == self_.name)
     Broadcast([&](Member& m) {
       protocol::Header h = Header(m);
@@ -229,7 +236,16 @@ void Peer::HandleRingSegment(const std::string& from, uint64_t step, const proto
                                                        std::to_string(r.segment) + " exceeds the swarm's size");
   if (r.piece > n_ / protocol::kRingPieceValues)
     return Reject(from, ErrorCode::MalformedFrame, "ring piece " + std::to_string(r.piece) + " exceeds the model's pieces");
-  RingInbound& slot = ring_inbox_[{step, r.ring_hash, r.attempt, r.phase, r.hop, r.piece}];
+  // Before any slot is made for it: a hop of a ring this peer can place comes from the member
+  // before it, and no member has this peer hold more than its bound.
+  if (auto prev = RingPredecessor(step, r.ring_hash); prev && from != *prev)
+    return Reject(from, ErrorCode::BadSender, "ring hop from " + from + ", who is not before this peer on the ring");
+  const uint64_t cap = protocol::MaxRingBytesPerSender(n_);
+  if (ring_inbox_.held(from) + r.chunk.data.size() > cap)
+    return Reject(from, ErrorCode::MalformedFrame,
+                  "ring hops from " + from + " would hold more than " + std::to_string(cap) + " bytes here");
+  const RingKey key{step, r.ring_hash, r.attempt, r.phase, r.hop, r.piece};
+  RingInbound& slot = ring_inbox_[key];
   if (slot.complete) {
     ++rejected_by_code_["DuplicateUpdate"];
     return;
@@ -242,6 +258,7 @@ void Peer::HandleRingSegment(const std::string& from, uint64_t step, const proto
     slot.assembler = std::make_unique<protocol::ChunkAssembler>(max_bytes);
     slot.hop = RingHop{.phase = r.phase, .hop = r.hop, .segment = r.segment, .contributors = r.contributors,
                        .weight = r.weight, .loss = r.loss, .payload = {}, .piece = r.piece};
+    slot.signature = r.signature;
   } else if (slot.from != from) {
     return Reject(from, ErrorCode::BadSender, "ring hop already under way from " + slot.from);
   }
@@ -256,20 +273,39 @@ void Peer::HandleRingSegment(const std::string& from, uint64_t step, const proto
   if (st.ok() && *whole && in_frame && slot.assembler->received() == 0) {
     slot.hop.payload = HopPayload(**whole, frame.owner());
     slot.assembler.reset();
-    slot.complete = true;
-    return PruneRingInbox();
-  }
-  if (st.ok()) st = slot.assembler->Add(r.chunk);
-  if (!st.ok()) {
-    ring_inbox_.erase({step, r.ring_hash, r.attempt, r.phase, r.hop, r.piece});
-    return Reject(from, ErrorCode::MalformedFrame, st.message());
-  }
-  if (slot.assembler->complete()) {
+  } else {
+    if (st.ok()) st = slot.assembler->Add(r.chunk);
+    if (!st.ok()) {
+      ring_inbox_.erase(key);
+      return Reject(from, ErrorCode::MalformedFrame, st.message());
+    }
+    ring_inbox_.Hold(slot, slot.assembler->held_bytes());
+    if (!slot.assembler->complete()) return PruneRingInbox();
     slot.hop.payload = slot.assembler->Take();
     slot.assembler.reset();
-    slot.complete = true;
   }
+  ring_inbox_.Hold(slot, slot.hop.payload.size());
+  // The whole piece, as its sender signed it.
+  const auto fields = RingFields(r.ring_hash, r.attempt, slot.hop);
+  if (!crypto::Verify(slot.signature,
+                      protocol::SignedRingHopBytes(swarm_, step, from, fields, crypto::Hash256(slot.hop.payload)),
+                      members_.at(from).info.sign_key)) {
+    ring_inbox_.erase(key);
+    return Reject(from, ErrorCode::BadSignature, "ring hop of step " + std::to_string(step) + " from " + from +
+                                                     " does not verify against its signing key");
+  }
+  slot.complete = true;
   PruneRingInbox();
+}
+
+std::optional<std::string> Peer::RingPredecessor(uint64_t step, const std::string& hash) const {
+  if (ring_ && ring_->step == step && ring_->hash == hash) return ring_->prev;
+  const auto live = LiveNames();
+  if (RingHash(live) != hash) return std::nullopt;
+  const auto self = std::find(live.begin(), live.end(), self_.name);
+  if (self == live.end()) return std::nullopt;
+  const size_t pos = static_cast<size_t>(self - live.begin()), n = live.size();
+  return live[(pos + n - 1) % n];
 }
 
 // Keeps the hops of the kMaxRingsKept newest (step, ring, attempt) only: a member whose view
@@ -280,10 +316,9 @@ void Peer::PruneRingInbox() {
   while (rings.size() > kMaxRingsKept) {
     const auto [step, attempt, hash] = *rings.begin();
     rings.erase(rings.begin());
-    for (auto it = ring_inbox_.begin(); it != ring_inbox_.end();)
-      it = std::get<0>(it->first) == step && std::get<1>(it->first) == hash && std::get<2>(it->first) == attempt
-               ? ring_inbox_.erase(it)
-               : std::next(it);
+    ring_inbox_.EraseIf([&](const RingKey& key, const RingInbound&) {
+      return std::get<0>(key) == step && std::get<1>(key) == hash && std::get<2>(key) == attempt;
+    });
   }
 }
 

@@ -107,8 +107,7 @@ void Peer::HandleState(const std::string& from, uint64_t step, const protocol::S
   hash_log_[committed_] = hash_;
   for (auto it = updates_.begin(); it != updates_.end();) it = it->first <= committed_ ? updates_.erase(it) : std::next(it);
   for (auto it = commits_.begin(); it != commits_.end();) it = it->first <= committed_ ? commits_.erase(it) : std::next(it);
-  for (auto it = ring_inbox_.begin(); it != ring_inbox_.end();)
-    it = std::get<0>(it->first) <= committed_ ? ring_inbox_.erase(it) : std::next(it);
+  ring_inbox_.EraseIf([&](const RingKey& key, const RingInbound&) { return std::get<0>(key) <= committed_; });
   ring_.reset();
   own_ = Contribution();
   sent_step_ = 0;
