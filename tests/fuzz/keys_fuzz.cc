@@ -1,6 +1,7 @@
 // The key material a user hands Shoal: the input is written to a file (mode 0600) and read as
 // a secret key file, a public key file and an allow-list, and given to Z85Decode. Whatever
-// loads must be valid: 40-character keys, an allow-list that contains what it loaded.
+// loads must be valid: 40-character keys, an allow-list whose every key is a valid key taken
+// from the file and found by Contains.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -34,7 +35,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!WriteFile(data, size)) return 0;
   if (auto keys = ReadSecretKeyFile(Path()); keys.ok()) FUZZ_CHECK(Z85Key(keys->curve_public).size() == kZ85KeyChars);
   if (auto pub = ReadPublicKey(Path()); pub.ok()) FUZZ_CHECK(pub->size() == kZ85KeyChars);
-  if (auto list = AllowList::Load(Path()); list.ok() && list->size() > 0) FUZZ_CHECK(!list->source().empty());
+  if (auto list = AllowList::Load(Path()); list.ok()) {
+    // Every key it admits is a 40-character Z85 key that decodes to 32 bytes, appears in the
+    // file as written, and is found by Contains in both its forms.
+    for (const std::string& key : list->keys()) {
+      FUZZ_CHECK(key.size() == kZ85KeyChars);
+      auto raw = Z85Decode(key);
+      FUZZ_CHECK(raw.ok() && raw->size() == 32);
+      FUZZ_CHECK(text.find(key) != std::string_view::npos);
+      FUZZ_CHECK(list->Contains(key));
+      FUZZ_CHECK(list->Contains(std::string_view(reinterpret_cast<const char*>(raw->data()), raw->size())));
+    }
+    if (list->size() > 0) FUZZ_CHECK(!list->source().empty());
+  }
   ::unlink(Path().c_str());
   return 0;
 }

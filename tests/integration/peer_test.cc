@@ -111,6 +111,7 @@ void ExpectSameHashes(const std::vector<std::map<uint64_t, nlohmann::json>>& pee
     }
     shared += everywhere;
   }
+  EXPECT_GT(shared, 0u) << "no step is in every peer's metrics: nothing was compared";
   if (common) *common = shared;
 }
 

@@ -141,7 +141,7 @@ TEST(Privacy, SecAggOverRealProcessesLearnsAndRecoversAKilledClient) {
               "distributed DP (z 0.05)\n",
               accuracy[0], accuracy[1], accuracy[2]);
   EXPECT_NEAR(accuracy[1], accuracy[0], 0.02);
-  EXPECT_GT(accuracy[2], 0.5);
+  EXPECT_GT(accuracy[2], accuracy[0] - 0.05);  // z = 0.05: 0.858 against 0.861 here
 
   // The kill: long local work so that client 0 dies after its shares went out.
   const int port = FreePort();
@@ -307,7 +307,8 @@ TEST(Privacy, SimSecAggWithCompressionAndDistributedDp) {
   SimResult int8 = Sim("sa-int8", with({"--secagg", "", "--codec", "int8"}));
   SimResult randk = Sim("sa-randk", with({"--secagg", "", "--codec", "randk:ratio=0.1"}));
   SimResult dp = Sim("sa-dp", with({"--secagg", "", "--dp-clip", "2", "--dp-noise-multiplier", "0.3"}));
-  for (auto* r : {&plain, &dense, &int8, &randk, &dp}) {
+  SimResult dp_again = Sim("sa-dp-again", with({"--secagg", "", "--dp-clip", "2", "--dp-noise-multiplier", "0.3"}));
+  for (auto* r : {&plain, &dense, &int8, &randk, &dp, &dp_again}) {
     ASSERT_EQ(r->exit_code, 0) << r->err;
     ASSERT_EQ(r->rounds.size(), 4u);
   }
@@ -330,7 +331,12 @@ TEST(Privacy, SimSecAggWithCompressionAndDistributedDp) {
               dp.rounds.back()["epsilon"].get<double>());
   EXPECT_NEAR(dense.rounds.back()["test_accuracy"].get<double>(), acc, 0.02);
   EXPECT_NEAR(int8.rounds.back()["test_accuracy"].get<double>(), acc, 0.05);
-  EXPECT_GT(dp.rounds.back()["test_accuracy"].get<double>(), 0.3);
+  // The noise is there, end to end: the same run again (same seed, same data, same updates
+  // before noise) gives another model in every round, where everything else in a run is
+  // reproducible; a client that added no noise would give the same bits twice.
+  for (size_t i = 0; i < 4; ++i) EXPECT_NE(dp.rounds[i]["model_hash"], dp_again.rounds[i]["model_hash"]) << i;
+  // And it costs a little accuracy, not the run (0.813 against 0.844 here).
+  EXPECT_GT(dp.rounds.back()["test_accuracy"].get<double>(), acc - 0.1);
   EXPECT_LT(up_randk, up_dense) << "random-k masks a tenth of the coordinates";
 }
 

@@ -46,8 +46,8 @@ TEST(Sim, AThousandClientsTrainAndEveryRoundSelectsItsShare) {
     EXPECT_EQ(line["clients_reported"], 100) << line.dump();
     EXPECT_TRUE(line["model_updated"].get<bool>());
   }
-  // The model learns: digits from 10% (chance) to well above it in 5 rounds.
-  EXPECT_GT(r.rounds.back()["test_accuracy"].get<double>(), 0.5);
+  // The model learns: digits from 10% (chance) to 0.83 in 5 rounds.
+  EXPECT_GT(r.rounds.back()["test_accuracy"].get<double>(), 0.75);
   EXPECT_LT(r.rounds.back()["test_loss"].get<double>(), r.rounds.front()["test_loss"].get<double>());
   EXPECT_NE(r.stdout_text.find("shoal-sim: 1000 clients"), std::string::npos) << r.stdout_text;
 }
@@ -59,7 +59,8 @@ TEST(Sim, TheSameSeedGivesTheSameModelHashes) {
   SimRun b = RunSim("sim-det-b", {"--clients", "300", "--fraction", "0.2", "--latency-ms", "2", "--latency-spread", "1"});
   ASSERT_EQ(a.exit_code, 0) << a.stderr_text;
   ASSERT_EQ(b.exit_code, 0) << b.stderr_text;
-  ASSERT_EQ(a.rounds.size(), b.rounds.size());
+  ASSERT_EQ(a.rounds.size(), 5u) << "two empty files would compare equal";
+  ASSERT_EQ(b.rounds.size(), 5u);
   for (size_t i = 0; i < a.rounds.size(); ++i) EXPECT_EQ(a.rounds[i]["model_hash"], b.rounds[i]["model_hash"]) << i;
 }
 
@@ -80,7 +81,7 @@ TEST(Sim, ChurnedClientsAreDroppedAndComeBack) {
   // 500 selections at 20%: 100 expected; fewer than 60 has probability < 1e-5.
   EXPECT_GT(dropped, 60u);
   EXPECT_LT(dropped, 140u);
-  EXPECT_GT(r.rounds.back()["test_accuracy"].get<double>(), 0.3);
+  EXPECT_GT(r.rounds.back()["test_accuracy"].get<double>(), 0.75);  // 0.825 here (0.83 without churn)
   EXPECT_NE(r.stdout_text.find("churn deaths"), std::string::npos);
 }
 
@@ -198,7 +199,7 @@ TEST(Sim, EdgeAggregatorsGiveTheFlatModelAndTheRootOneSumPerEdge) {
     EXPECT_EQ(line["clients_reported"], 10) << line.dump();
     EXPECT_EQ(line["updates_via_edges"], 100) << line.dump();  // ceil(0.1 x 100) at each edge
   }
-  EXPECT_GT(sampled.rounds.back()["test_accuracy"].get<double>(), 0.5);
+  EXPECT_GT(sampled.rounds.back()["test_accuracy"].get<double>(), 0.75);  // 0.836 here
   EXPECT_NE(sampled.stdout_text.find("10 edges"), std::string::npos) << sampled.stdout_text;
 }
 
