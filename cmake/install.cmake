@@ -26,7 +26,7 @@ install(FILES ${CMAKE_BINARY_DIR}/shoalConfig.cmake ${CMAKE_BINARY_DIR}/shoalCon
 
 # pkg-config: `pkg-config --cflags --libs shoal` links libshoal.so (the C ABI);
 # `--static` adds what libshoal.a needs.
-set(SHOAL_PC_LIBS_PRIVATE "-lzmq -lsodium -lopenblas -lzstd -lspdlog -lfmt -lz -lpthread -ldl")
+set(SHOAL_PC_LIBS_PRIVATE "-lzmq -lsodium -lcrypto -lopenblas -lzstd -lspdlog -lfmt -lz -lpthread -ldl")
 # Relocatable: the prefix is found from the .pc file's own place (whatever --prefix says).
 string(REGEX REPLACE "[^/]+" ".." SHOAL_PC_UP "${CMAKE_INSTALL_LIBDIR}/pkgconfig")
 configure_file(cmake/shoal.pc.in ${CMAKE_BINARY_DIR}/shoal.pc @ONLY)

@@ -25,8 +25,9 @@ uint64_t RandomU64();
 void RandomBytes(std::span<uint8_t> out);
 
 // ChaCha20 (RFC 8439, 96-bit nonce) keystream: writes the stream of (key, nonce) from block
-// `counter` (64 bytes each) into `out`. The expander of secure aggregation's masks and of the
-// noise of differential privacy; the caller binds its context into the key or the nonce.
+// `counter` (64 bytes each) into `out`, which must end before block 2^32 (256 GiB). The
+// expander of secure aggregation's masks and of the noise of differential privacy; the caller
+// binds its context into the key or the nonce. Thread-safe.
 using StreamKey = std::array<uint8_t, 32>;
 using StreamNonce = std::array<uint8_t, 12>;
 void ChaCha20(const StreamKey& key, const StreamNonce& nonce, uint32_t counter, std::span<uint8_t> out);

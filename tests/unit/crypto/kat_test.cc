@@ -1,4 +1,5 @@
-// Known-answer tests for every libsodium primitive Shoal calls directly, and for Z85.
+// Known-answer tests for every libsodium primitive Shoal calls directly, for Z85, and for
+// OpenSSL's ChaCha20 against libsodium's.
 // Vectors are copied from the cited documents; each was also cross-checked against an
 // independent implementation (Python hashlib / pyca/cryptography, libzmq for Z85).
 #include <gtest/gtest.h>
@@ -57,6 +58,24 @@ TEST_F(KatTest, ChaCha20Rfc8439Section2_3_2) {
             "d2826446079faa0914c2d705d98b02a2b5129cd1de164eb9cbd083e8a2503c4e");
   ChaCha20(key, nonce, 0, two);
   EXPECT_TRUE(std::equal(block.begin(), block.end(), two.begin() + 64));
+}
+
+// The keystream (OpenSSL's ChaCha20 since SecAgg+'s masks moved to it) is libsodium's IETF
+// ChaCha20 bit for bit: random keys, nonces and counters, lengths that are not whole blocks,
+// empty, and longer than one 64 KiB call into OpenSSL.
+TEST_F(KatTest, ChaCha20IsTheIetfKeystreamOfLibsodium) {
+  for (uint32_t trial = 0; trial < 40; ++trial) {
+    StreamKey key;
+    StreamNonce nonce;
+    randombytes_buf(key.data(), key.size());
+    randombytes_buf(nonce.data(), nonce.size());
+    const uint32_t counter = trial < 20 ? trial * 977 : randombytes_uniform(1u << 20);
+    const size_t length = trial == 0 ? 0 : trial == 1 ? (size_t{1} << 16) * 3 + 5 : randombytes_uniform(200000);
+    std::vector<uint8_t> ours(length, 0x55), theirs(length, 0);
+    ChaCha20(key, nonce, counter, ours);
+    crypto_stream_chacha20_ietf_xor_ic(theirs.data(), theirs.data(), theirs.size(), nonce.data(), counter, key.data());
+    ASSERT_EQ(ours, theirs) << "trial " << trial << ", counter " << counter << ", length " << length;
+  }
 }
 
 // ---- X25519: RFC 7748 ----
