@@ -73,7 +73,8 @@ TEST_F(KatTest, ChaCha20IsTheIetfKeystreamOfLibsodium) {
     const size_t length = trial == 0 ? 0 : trial == 1 ? (size_t{1} << 16) * 3 + 5 : randombytes_uniform(200000);
     std::vector<uint8_t> ours(length, 0x55), theirs(length, 0);
     ChaCha20(key, nonce, counter, ours);
-    crypto_stream_chacha20_ietf_xor_ic(theirs.data(), theirs.data(), theirs.size(), nonce.data(), counter, key.data());
+    if (length > 0)  // libsodium takes no null buffer
+      crypto_stream_chacha20_ietf_xor_ic(theirs.data(), theirs.data(), theirs.size(), nonce.data(), counter, key.data());
     ASSERT_EQ(ours, theirs) << "trial " << trial << ", counter " << counter << ", length " << length;
   }
 }
