@@ -91,6 +91,13 @@ struct Slot {
   }
 };
 
+// The client got to `where`: it dies there if churn chose `at` for it, or if its time is up.
+void Reach(Slot& s, DeathPoint where, ChurnAt at, Clock::time_point now) {
+  s.reached = where;
+  if (s.doom == at) s.Kill(where);
+  s.KillIfDue(now);
+}
+
 // A virtual client's trainer: TrainOnPart, so an idle client holds no model, optimizer or data
 // of its own; an attacker's result then goes through the attack.
 class SimTrainer final : public Trainer {
@@ -378,19 +385,12 @@ void Simulator::Impl::AtPoint(Slot& s, RoundPoint point, uint64_t round) {
       return;
     }
     case RoundPoint::kSharesSent:
-      s.reached = DeathPoint::kShares;
-      if (s.doom == ChurnAt::kKeys) s.Kill(DeathPoint::kShares);
-      break;
+      return Reach(s, DeathPoint::kShares, ChurnAt::kKeys, now);
     case RoundPoint::kUpdateSent:
-      s.reached = DeathPoint::kUpdate;
-      if (s.doom == ChurnAt::kUpload) s.Kill(DeathPoint::kUpdate);
-      break;
+      return Reach(s, DeathPoint::kUpdate, ChurnAt::kUpload, now);
     case RoundPoint::kUnmaskAsked:
-      s.reached = DeathPoint::kUnmask;
-      if (s.doom == ChurnAt::kUnmask) s.Kill(DeathPoint::kUnmask);
-      break;
+      return Reach(s, DeathPoint::kUnmask, ChurnAt::kUnmask, now);
   }
-  s.KillIfDue(now);
 }
 
 // Whether a partition or its flapping holds this client's links down now.
