@@ -39,8 +39,10 @@ void Frames(const fs::path& dir) {
   chunk.total_bytes = payload.size();
   chunk.data = payload;
   Write(dir, "hello", protocol::EncodeHello(h, "client-1", 100, "builtin", {"none", "int8"}));
-  const protocol::WelcomeInfo welcome;
+  protocol::WelcomeInfo welcome;
   Write(dir, "welcome", protocol::EncodeWelcome(h, welcome));
+  welcome.committed_rounds = std::vector<uint64_t>{2, 3, 7};
+  Write(dir, "welcome-committed", protocol::EncodeWelcome(h, welcome));
   RoundConfig rc;
   rc.round = 2;
   rc.learning_rate = 0.1f;
@@ -50,7 +52,7 @@ void Frames(const fs::path& dir) {
   report.train_loss = 0.5;
   Write(dir, "update", protocol::EncodeUpdate(h, 100, report, wire::PayloadEncoding::Codec, chunk));
   Write(dir, "resync", protocol::EncodeResync(h, std::string(64, 'b')));
-  Write(dir, "ack", protocol::EncodeAck(h, true));
+  Write(dir, "ack", protocol::EncodeAck(h, true, h.round));
   Write(dir, "error", protocol::EncodeError(h, wire::ErrorCode::MalformedFrame, "bad"));
   Write(dir, "heartbeat", protocol::EncodeHeartbeat(h, true, 0.5f));
   Write(dir, "bye", protocol::EncodeBye(h, "done"));

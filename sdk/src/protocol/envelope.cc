@@ -256,8 +256,9 @@ Frame EncodeWelcome(const Header& h, const WelcomeInfo& w) {
   if (p.secagg || p.dp_clip > 0)
     privacy = wire::CreatePrivacyConfig(fbb, p.secagg, p.secagg_range, static_cast<uint8_t>(p.secagg_bits), p.dp_clip,
                                         p.dp_noise_multiplier);
+  auto committed = w.committed_rounds ? fbb.CreateVector(*w.committed_rounds) : 0;
   auto msg = wire::CreateWelcome(fbb, w.client_id, task, w.heartbeat_interval_ms, w.heartbeat_timeout_ms,
-                                 w.chunk_bytes, w.max_frame_bytes, privacy);
+                                 w.chunk_bytes, w.max_frame_bytes, privacy, committed);
   return Finish(fbb, h, wire::Message::Welcome, msg.Union());
 }
 
@@ -316,9 +317,9 @@ Frame EncodeResync(const Header& h, const std::string& have_hash) {
   return Finish(fbb, h, wire::Message::Resync, msg.Union());
 }
 
-Frame EncodeAck(const Header& h, bool accepted) {
+Frame EncodeAck(const Header& h, bool accepted, uint64_t commit_round) {
   FlatBufferBuilder fbb(64);
-  auto msg = wire::CreateAck(fbb, accepted);
+  auto msg = wire::CreateAck(fbb, accepted, commit_round);
   return Finish(fbb, h, wire::Message::Ack, msg.Union());
 }
 
@@ -439,6 +440,15 @@ StatusOr<WelcomeInfo> DecodeWelcome(const wire::Welcome* w) {
     if (!(q.dp_clip >= 0) || !Finite(q.dp_clip) || !(q.dp_noise_multiplier >= 0) || !Finite(q.dp_noise_multiplier) ||
         (q.dp_clip > 0 && !q.secagg))
       return Status::Protocol("Welcome's distributed DP settings are out of range (or come without secure aggregation)");
+  }
+  if (const auto* committed = w->committed_rounds()) {
+    if (committed->size() > kMaxCommittedRounds)
+      return Status::Protocol("Welcome lists " + std::to_string(committed->size()) + " committed rounds, more than " +
+                              std::to_string(kMaxCommittedRounds));
+    std::vector<uint64_t>& rounds = out.committed_rounds.emplace(committed->begin(), committed->end());
+    for (size_t i = 0; i < rounds.size(); ++i)
+      if (rounds[i] == 0 || (i && rounds[i] <= rounds[i - 1]))
+        return Status::Protocol("Welcome's committed rounds are not positive and increasing");
   }
   return out;
 }

@@ -24,7 +24,7 @@ namespace shoal::protocol {
 // Bumped only for changes old peers cannot read (see schemas/shoal.fbs).
 // 2: RingSegment (ring all-reduce swarms); 3: SecAgg*, PrivacyConfig; 4: SecAgg's consistency
 // round (SecAggCheckSignature, SecAggUnmaskProof), long-term signing identities
-inline constexpr uint32_t kProtocolVersion = 5;
+inline constexpr uint32_t kProtocolVersion = 6;
 
 using Frame = std::vector<uint8_t>;
 
@@ -132,6 +132,9 @@ struct WelcomeInfo {
   uint32_t chunk_bytes = static_cast<uint32_t>(kDefaultChunkBytes);
   uint32_t max_frame_bytes = static_cast<uint32_t>(MaxFrameBytes(kDefaultChunkBytes));
   PrivacyConfig privacy;
+  // Strictly increasing, at most kMaxCommittedRounds; absent where the aggregator keeps no
+  // record of commits (no --checkpoint-dir, or an edge, whose clients' updates commit upstream).
+  std::optional<std::vector<uint64_t>> committed_rounds;
 };
 
 // `features`: the Hello's capabilities beyond codecs (schemas/shoal.fbs), e.g. "standardize".
@@ -162,7 +165,9 @@ Frame EncodeUpdate(const Header& h, uint64_t num_examples, const UpdateReport& r
 // not finite).
 StatusOr<UpdateReport> DecodeUpdateReport(const wire::Update* u);
 Frame EncodeResync(const Header& h, const std::string& have_hash);
-Frame EncodeAck(const Header& h, bool accepted);
+// `commit_round`: the round whose commit holds the update (its task round h.round, or later
+// under FedBuff); with accepted = false, the round that discarded it.
+Frame EncodeAck(const Header& h, bool accepted, uint64_t commit_round);
 Frame EncodeError(const Header& h, wire::ErrorCode code, const std::string& reason);
 Frame EncodeHeartbeat(const Header& h, bool busy, float progress);
 Frame EncodeBye(const Header& h, const std::string& reason);

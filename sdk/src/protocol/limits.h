@@ -21,6 +21,10 @@ inline constexpr uint64_t MaxCodecPayloadBytes(uint64_t n) { return 2 * n * size
 // An update's example count (its FedAvg weight) lies in [1, kMaxExamples]; the exact
 // accumulator (aggregate/exact_sum.h) relies on this bound.
 inline constexpr uint64_t kMaxExamples = uint64_t{1} << 40;
+// The committed rounds a Welcome lists for its client (its newest updates that a saved commit
+// holds). A client settles its updates at every task, so the ones it still has to settle
+// after a restart are the last few it sent; 64 is far above that and keeps a Welcome small.
+inline constexpr size_t kMaxCommittedRounds = 64;
 
 // FlatBuffers Verifier limits.
 inline constexpr uint32_t kMaxDepth = 16;

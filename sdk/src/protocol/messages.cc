@@ -55,8 +55,13 @@ StatusOr<Body> DecodeBody(const wire::Envelope* env) {
       SHOAL_RETURN_IF_ERROR(CheckString(r->have_hash(), "have_hash", false));
       return Body(Resync{StringOrEmpty(r->have_hash())});
     }
-    case MessageKind::Ack:
-      return Body(Ack{env->message_as_Ack()->accepted()});
+    case MessageKind::Ack: {
+      const wire::Ack* a = env->message_as_Ack();
+      if (a->commit_round() < env->round())
+        return Status::Protocol("Ack commits the update of round " + std::to_string(env->round()) + " in an earlier round " +
+                                std::to_string(a->commit_round()));
+      return Body(Ack{a->accepted(), a->commit_round()});
+    }
     case MessageKind::Error: {
       const wire::Error* e = env->message_as_Error();
       SHOAL_RETURN_IF_ERROR(CheckString(e->reason(), "reason", false));

@@ -52,6 +52,7 @@ struct Resync {
 };
 struct Ack {
   bool accepted = false;
+  uint64_t commit_round = 0;  // the round whose commit holds (or discarded) the update
 };
 struct ErrorReply {
   ErrorCode code = ErrorCode::Unknown;

@@ -80,6 +80,36 @@ TEST(Envelope, WelcomeRoundTripsEveryField) {
   EXPECT_TRUE(back->task == w.task);
 }
 
+// The committed rounds a Welcome lists (journal.h) come back as sent, and a list that is not
+// positive and increasing, or longer than kMaxCommittedRounds, is refused.
+TEST(Envelope, WelcomeCarriesTheClientsCommittedRounds) {
+  auto trip = [](std::optional<std::vector<uint64_t>> rounds) {
+    WelcomeInfo w;
+    w.client_id = 7;
+    w.task = SampleTask();
+    w.committed_rounds = std::move(rounds);
+    Frame f = EncodeWelcome({11, 0, 0, 3}, w);
+    Verified v = VerifyFrame(f, f.size());
+    EXPECT_TRUE(v.ok()) << v.reason;
+    return DecodeWelcome(v.envelope->message_as_Welcome());
+  };
+  auto back = trip(std::vector<uint64_t>{3, 4, 9});
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->committed_rounds, (std::vector<uint64_t>{3, 4, 9}));
+  EXPECT_EQ(trip(std::vector<uint64_t>{}).value().committed_rounds, std::vector<uint64_t>{}) << "empty is not absent";
+  EXPECT_FALSE(trip(std::nullopt).value().committed_rounds);
+  for (const auto& bad : std::vector<std::vector<uint64_t>>{{0}, {4, 4}, {5, 2}}) {
+    auto refused = trip(bad);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.status().message().find("increasing"), std::string::npos);
+  }
+  std::vector<uint64_t> many(kMaxCommittedRounds + 1);
+  for (size_t i = 0; i < many.size(); ++i) many[i] = i + 1;
+  auto refused = trip(many);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("more than"), std::string::npos);
+}
+
 // A per-client upload codec needs a positive, finite rate bound; a task without one decodes
 // with none.
 TEST(Envelope, WelcomeRefusesACodecSlowWithoutAValidRate) {

@@ -69,7 +69,11 @@ TEST(Messages, EveryFederatedKindDecodesToItsTypedValue) {
   EXPECT_EQ(u.report.other, (std::vector<std::pair<std::string, double>>{{"train_accuracy", 0.9}}));
 
   EXPECT_EQ(std::get<Resync>(RoundTrip(EncodeResync(h, "have")).value().body).have_hash, "have");
-  EXPECT_TRUE(std::get<Ack>(RoundTrip(EncodeAck(h, true)).value().body).accepted);
+  EXPECT_TRUE(std::get<Ack>(RoundTrip(EncodeAck(h, true, h.round)).value().body).accepted);
+  const Ack later = std::get<Ack>(RoundTrip(EncodeAck(h, false, h.round + 2)).value().body);
+  EXPECT_FALSE(later.accepted);
+  EXPECT_EQ(later.commit_round, h.round + 2);
+  EXPECT_FALSE(RoundTrip(EncodeAck(h, true, h.round - 1)).ok()) << "no update commits before its task's round";
   auto err = std::get<ErrorReply>(RoundTrip(EncodeError(h, ErrorCode::Refused, "no")).value().body);
   EXPECT_EQ(err.code, ErrorCode::Refused);
   EXPECT_EQ(err.reason, "no");

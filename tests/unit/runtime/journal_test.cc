@@ -1,6 +1,8 @@
 // The client's round journal (runtime/client/journal.h): state kept before each round goes
-// back when the aggregator returns to an earlier round, an update left out of a closed round
-// returns its mass to the error-feedback residual, and nothing else changes.
+// back when the aggregator returns to an earlier round, an update that is not in the model
+// (left out of its round, discarded by its commit, or lost in a FedBuff buffer with a
+// restarted aggregator) returns its mass to the error-feedback residual, and nothing else
+// changes.
 #include <gtest/gtest.h>
 
 #include "codec/round_context.h"
@@ -13,6 +15,7 @@ namespace {
 const std::vector<TensorSpec> kLayout = {{"w", {16, 8}}, {"b", {8}}};
 constexpr uint64_t kSeed = 11;
 const std::string kAuthor = "client-0";
+const std::vector<uint64_t> kNone;  // a Welcome that lists no committed round of this client
 
 std::vector<float> RandomUpdate(uint64_t stream) {
   Rng rng(5, stream);
@@ -48,8 +51,9 @@ struct Fixture {
   RoundJournal journal;
   RoundState state() { return {codec.get(), nullptr, &sent_slow, &trainer}; }
   // Round `r` as a client runs it: settle, keep, train, encode.
-  std::vector<uint8_t> Round(uint64_t r, uint64_t session, Settled* settled = nullptr) {
-    auto s = journal.Settle(r, session, state(), kSeed, kAuthor);
+  std::vector<uint8_t> Round(uint64_t r, uint64_t session, Settled* settled = nullptr,
+                             const std::vector<uint64_t>* committed = &kNone) {
+    auto s = journal.Settle(r, session, committed, state(), kSeed, kAuthor);
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     if (settled && s.ok()) *settled = *s;
     journal.Keep(r, state());
@@ -64,10 +68,10 @@ struct Fixture {
 TEST(RoundJournal, AnAggregatorBackAtAnEarlierRoundGetsTheStateOfThen) {
   Fixture f;
   f.Round(1, 7);
-  f.journal.Acked(1);
+  f.journal.Acked(1, 1);
   const std::vector<float> before_2 = Residual(*f.codec);
   f.Round(2, 7);
-  f.journal.Acked(2);
+  f.journal.Acked(2, 2);
   ASSERT_NE(Residual(*f.codec), before_2);
   ASSERT_EQ(f.trainer.trained, 2);
   // The aggregator restarted (session 8) from its checkpoint of round 1: round 2 again.
@@ -79,7 +83,7 @@ TEST(RoundJournal, AnAggregatorBackAtAnEarlierRoundGetsTheStateOfThen) {
   // Round 2 encoded again from the restored residual gives what an uninterrupted client sends.
   Fixture reference;
   reference.Round(1, 7);
-  reference.journal.Acked(1);
+  reference.journal.Acked(1, 1);
   EXPECT_EQ(reference.Round(2, 7), again);
   EXPECT_EQ(Residual(*reference.codec), Residual(*f.codec));
 }
@@ -87,7 +91,7 @@ TEST(RoundJournal, AnAggregatorBackAtAnEarlierRoundGetsTheStateOfThen) {
 TEST(RoundJournal, AnUpdateLeftOutOfItsRoundReturnsItsMassToTheResidual) {
   Fixture f;
   f.Round(1, 7);
-  f.journal.Acked(1);
+  f.journal.Acked(1, 1);
   const std::vector<float> before = Residual(*f.codec);
   f.Round(2, 7);  // never acknowledged: the round closed without it
   Settled s;
@@ -98,33 +102,101 @@ TEST(RoundJournal, AnUpdateLeftOutOfItsRoundReturnsItsMassToTheResidual) {
   // which round 3's encode then took up. Check it before round 3's encode, on a twin.
   Fixture twin;
   twin.Round(1, 7);
-  twin.journal.Acked(1);
+  twin.journal.Acked(1, 1);
   twin.Round(2, 7);
-  ASSERT_TRUE(twin.journal.Settle(3, 7, twin.state(), kSeed, kAuthor).ok());
+  ASSERT_TRUE(twin.journal.Settle(3, 7, &kNone, twin.state(), kSeed, kAuthor).ok());
   const std::vector<float> u2 = RandomUpdate(2);
   const std::vector<float> r = Residual(*twin.codec);
   for (size_t i = 0; i < r.size(); ++i) ASSERT_EQ(r[i], u2[i] + before[i]) << i;
 }
 
-TEST(RoundJournal, AcknowledgedOrAnotherSessionsUpdatesAreLeftAlone) {
+TEST(RoundJournal, UpdatesInTheModelAreLeftAlone) {
   Fixture f;
   f.Round(1, 7);
-  f.journal.Acked(1);
+  f.journal.Acked(1, 1);
   f.Round(2, 7);
-  f.journal.Acked(2);
+  f.journal.Acked(2, 2);
   std::vector<float> r = Residual(*f.codec);
-  Settled s;
-  ASSERT_TRUE(f.journal.Settle(3, 7, f.state(), kSeed, kAuthor).ok());
+  ASSERT_TRUE(f.journal.Settle(3, 7, &kNone, f.state(), kSeed, kAuthor).ok());
   EXPECT_EQ(Residual(*f.codec), r);
   EXPECT_EQ(f.journal.size(), 0u);
 
-  // Sent to an aggregator that restarted after saving round 3: its Ack may have died with it.
+  // Sent to an aggregator that restarted after saving round 3 (its Ack died with it): the
+  // new one's Welcome lists round 3 among this client's committed rounds.
   f.Round(3, 7);
   r = Residual(*f.codec);
-  auto settled = f.journal.Settle(4, 8, f.state(), kSeed, kAuthor);
+  const std::vector<uint64_t> listed = {1, 3};
+  auto settled = f.journal.Settle(4, 8, &listed, f.state(), kSeed, kAuthor);
   ASSERT_TRUE(settled.ok());
   EXPECT_TRUE(settled->returned.empty() && settled->rolled_back.empty());
   EXPECT_EQ(Residual(*f.codec), r);
+
+  // An aggregator that keeps no record of commits (an edge) is trusted with it too.
+  f.Round(4, 8);
+  r = Residual(*f.codec);
+  settled = f.journal.Settle(5, 9, nullptr, f.state(), kSeed, kAuthor);
+  ASSERT_TRUE(settled.ok());
+  EXPECT_TRUE(settled->returned.empty() && settled->rolled_back.empty());
+  EXPECT_EQ(Residual(*f.codec), r);
+}
+
+TEST(RoundJournal, AnUpdateNoSavedCommitHoldsReturnsAfterARestart) {
+  Fixture f;
+  f.Round(1, 7);  // sent; the aggregator saved round 1 without it, then died before its Ack
+  Settled s;
+  f.Round(2, 8, &s);
+  EXPECT_EQ(s.returned, std::vector<uint64_t>{1});
+}
+
+TEST(RoundJournal, AnUpdateItsCommitDiscardedReturnsItsMass) {
+  Fixture f;
+  f.Round(1, 7);
+  f.journal.Acked(1, 1);
+  f.journal.Discarded(1);  // round 1 closed with fewer than --min-results updates
+  Settled s;
+  f.Round(2, 7, &s);
+  EXPECT_EQ(s.returned, std::vector<uint64_t>{1});
+}
+
+// FedBuff: round 1's update waits in the buffer of commit 2 while the client trains round 2's
+// task. The next task settles it: in the model once commit 2 closed, back in the residual
+// when the aggregator died with it in the buffer.
+TEST(RoundJournal, UnderFedBuffABufferedUpdateIsSettledWhenItsCommitIs) {
+  {
+    Fixture f;
+    f.Round(1, 7);
+    f.journal.Acked(1, 2);
+    Settled s;
+    f.Round(2, 7, &s);
+    EXPECT_EQ(s.pending, 1u) << "commit 2 is open: round 1's update is still buffered";
+    EXPECT_TRUE(s.returned.empty());
+    f.journal.Acked(2, 3);
+    const std::vector<float> r = Residual(*f.codec);
+    auto settled = f.journal.Settle(3, 7, &kNone, f.state(), kSeed, kAuthor);
+    ASSERT_TRUE(settled.ok());
+    EXPECT_EQ(settled->pending, 1u) << "round 2's update waits for commit 3";
+    EXPECT_TRUE(settled->returned.empty());
+    EXPECT_EQ(Residual(*f.codec), r);
+    settled = f.journal.Settle(4, 7, &kNone, f.state(), kSeed, kAuthor);
+    ASSERT_TRUE(settled.ok());
+    EXPECT_EQ(settled->pending, 0u);
+    EXPECT_TRUE(settled->returned.empty());
+  }
+  // The aggregator dies with round 1's update in commit 2's buffer and resumes from its
+  // checkpoint of round 1: round 2 is taken back, and round 1's mass returns. Top-k of fp32
+  // values is exact, so the residual is round 1's whole update again.
+  Fixture f;
+  f.Round(1, 7);
+  f.journal.Acked(1, 2);
+  f.Round(2, 7);
+  f.journal.Acked(2, 2);
+  auto settled = f.journal.Settle(2, 8, &kNone, f.state(), kSeed, kAuthor);
+  ASSERT_TRUE(settled.ok());
+  EXPECT_EQ(settled->rolled_back, std::vector<uint64_t>{2});
+  EXPECT_EQ(settled->returned, std::vector<uint64_t>{1});
+  EXPECT_EQ(settled->restarted, std::vector<uint64_t>{1});
+  EXPECT_EQ(Residual(*f.codec), RandomUpdate(1));
+  EXPECT_EQ(f.trainer.trained, 1);
 }
 
 TEST(RoundJournal, WithoutErrorFeedbackALeftOutUpdateIsReportedLost) {
@@ -135,7 +207,7 @@ TEST(RoundJournal, WithoutErrorFeedbackALeftOutUpdateIsReportedLost) {
   auto payload = codec->Encode(RandomUpdate(1), codec::MakeRoundContext(kSeed, 1, codec::NameSeed(kAuthor)));
   ASSERT_TRUE(payload.ok());
   journal.Encoded(1, *payload, false, 7);
-  auto s = journal.Settle(2, 7, state, kSeed, kAuthor);
+  auto s = journal.Settle(2, 7, &kNone, state, kSeed, kAuthor);
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->lost, std::vector<uint64_t>{1});
   EXPECT_TRUE(s->returned.empty());

@@ -174,17 +174,22 @@ Status Client::Impl::HandleRoundTask(const protocol::Header& h, const protocol::
 // Before training round `round`: what the earlier rounds left settled (journal.h), then this
 // round's starting state kept.
 Status Client::Impl::SettleRounds(uint64_t round) {
-  auto settled = journal_.Settle(round, session_, RoundStateNow(), welcome_->task.seed, o_.name);
+  auto settled =
+      journal_.Settle(round, session_, welcome_->committed_rounds ? &*welcome_->committed_rounds : nullptr,
+                      RoundStateNow(), welcome_->task.seed, o_.name);
   if (!settled.ok()) return settled.status().WithContext("round " + std::to_string(round) + ": settling earlier rounds");
   if (!settled->rolled_back.empty())
     spdlog::warn("round {}: the aggregator is back at round {} (it resumed from its checkpoint): this client returns "
                  "to its state before round {}, taking back {} round(s) it never committed",
                  round, round, settled->rolled_back.front(), settled->rolled_back.size());
-  for (uint64_t r : settled->returned)
-    spdlog::info("round {}: round {}'s update was left out of its round; its mass returns to the error-feedback "
-                 "residual", round, r);
+  for (uint64_t r : settled->returned) {
+    const bool restarted = std::count(settled->restarted.begin(), settled->restarted.end(), r);
+    spdlog::info("round {}: round {}'s update is not in the model ({}); its mass returns to the error-feedback "
+                 "residual", round, r,
+                 restarted ? "the aggregator died before a commit it saved held it" : "left out of its round, or discarded");
+  }
   for (uint64_t r : settled->lost)
-    spdlog::warn("round {}: round {}'s update was left out of its round, and without error feedback its work is lost",
+    spdlog::warn("round {}: round {}'s update is not in the model, and without error feedback its work is lost",
                  round, r);
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
@@ -272,8 +277,14 @@ Status Client::Impl::HandleFrame(const transport::Message& m) {
     default:
       break;
   }
-  if (std::holds_alternative<protocol::Ack>(msg.body)) {
-    journal_.Acked(h.round);
+  if (auto* ack = std::get_if<protocol::Ack>(&msg.body)) {
+    if (!ack->accepted) {  // an update acknowledged before, discarded by its commit
+      spdlog::info("round {}: the aggregator discarded this client's update (round {} left the model unchanged)",
+                   h.round, ack->commit_round);
+      journal_.Discarded(h.round);
+      return Status::Ok();
+    }
+    journal_.Acked(h.round, ack->commit_round);
     if (h.round == awaiting_ack_round_) {
       MeasureUpload();
       ClientEvent e(ClientEvent::Kind::kRoundDone);

@@ -1,5 +1,7 @@
 #include "runtime/client/journal.h"
 
+#include <algorithm>
+
 #include "codec/round_context.h"
 
 namespace shoal::runtime {
@@ -22,12 +24,19 @@ void RoundJournal::Encoded(uint64_t round, std::span<const uint8_t> payload, boo
   it->second.session = session;
 }
 
-void RoundJournal::Acked(uint64_t round) {
-  if (auto it = rounds_.find(round); it != rounds_.end()) it->second.acked = true;
+void RoundJournal::Acked(uint64_t round, uint64_t commit_round) {
+  if (auto it = rounds_.find(round); it != rounds_.end()) {
+    it->second.acked = true;
+    it->second.commit_round = commit_round;
+  }
 }
 
-StatusOr<Settled> RoundJournal::Settle(uint64_t task_round, uint64_t session, const RoundState& state, uint64_t seed,
-                                       const std::string& author) {
+void RoundJournal::Discarded(uint64_t round) {
+  if (auto it = rounds_.find(round); it != rounds_.end()) it->second.discarded = true;
+}
+
+StatusOr<Settled> RoundJournal::Settle(uint64_t task_round, uint64_t session, const std::vector<uint64_t>* committed,
+                                       const RoundState& state, uint64_t seed, const std::string& author) {
   Settled out;
   // Rounds at or after the task's were never committed: back to the state before the first.
   if (auto first = rounds_.lower_bound(task_round); first != rounds_.end()) {
@@ -40,17 +49,27 @@ StatusOr<Settled> RoundJournal::Settle(uint64_t task_round, uint64_t session, co
     for (auto it = first; it != rounds_.end(); ++it) out.rolled_back.push_back(it->first);
     rounds_.erase(first, rounds_.end());
   }
-  // Rounds before it are closed: an update encoded for this session and not acknowledged was
-  // left out, and its mass goes back into the residual that encoded it.
-  for (const auto& [round, r] : rounds_) {
-    if (!r.encoded || r.acked || r.session != session) continue;
+  // Rounds before it: in the model, still buffered, or left out (journal.h).
+  std::map<uint64_t, Round> pending;
+  for (auto& [round, r] : rounds_) {
+    if (!r.encoded) continue;
+    if (committed && std::binary_search(committed->begin(), committed->end(), round)) continue;  // a saved commit holds it
+    if (r.session != session) {
+      if (!committed) continue;  // an aggregator that keeps no record of commits is trusted with it
+    } else if (r.acked && !r.discarded) {
+      if (r.commit_round < task_round) continue;  // that commit is closed: in the model
+      pending.emplace(round, std::move(r));       // still in the open round's buffer
+      continue;
+    }
     codec::Codec* codec = r.slow ? state.slow_codec : state.codec;
     if (!codec) continue;
     SHOAL_ASSIGN_OR_RETURN(bool kept,
                            codec->ReturnToResidual(r.payload, codec::MakeRoundContext(seed, round, codec::NameSeed(author))));
     (kept ? out.returned : out.lost).push_back(round);
+    if (r.session != session) out.restarted.push_back(round);
   }
-  rounds_.clear();
+  out.pending = pending.size();
+  rounds_ = std::move(pending);
   return out;
 }
 

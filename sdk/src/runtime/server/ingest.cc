@@ -92,12 +92,13 @@ void Service::Impl::HandleUpdate(ClientState& c, const protocol::Header& h, prot
     Reject(c.peer, code, "update refused: " + failed->status.message(), round_.number);
     return FailClient(c.id, "rejected: " + failed->status.message());
   }
-  round_.results.emplace(c.id, Reported{c.name, c.id, update.num_examples, std::move(update.report), partial_updates});
+  round_.results.emplace(c.id,
+                         Reported{c.name, c.id, update.num_examples, std::move(update.report), partial_updates, h.round});
   ++c.rounds_reported;
   round_.slow_codec_updates += slow;
   c.training = false;
   dispatch_pending_ = true;
-  Enqueue(c.id, protocol::EncodeAck(Header(h.round), true));
+  Enqueue(c.id, protocol::EncodeAck(Header(h.round), true, round_.number));
 }
 
 // An edge aggregator's partial sum: read (every check of the wire form), its weight the one

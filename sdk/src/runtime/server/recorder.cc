@@ -75,6 +75,24 @@ Status Service::Impl::WriteMetrics(const nlohmann::json& line) {
   return Status::Ok();
 }
 
+Status Service::Impl::LoadCommittedRounds(const std::string& json) {
+  auto bad = [](const std::string& why) { return Status::Corruption("its committed_rounds section " + why); };
+  nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return bad("is not a JSON object");
+  std::map<std::string, std::vector<uint64_t>> loaded;
+  for (const auto& [name, rounds] : j.items()) {
+    if (!rounds.is_array() || rounds.size() > protocol::kMaxCommittedRounds) return bad("has a bad list for " + name);
+    std::vector<uint64_t>& out = loaded[name];
+    for (const auto& r : rounds) {
+      if (!r.is_number_unsigned() || r.get<uint64_t>() == 0 || (!out.empty() && r.get<uint64_t>() <= out.back()))
+        return bad("lists rounds for " + name + " that are not positive and increasing");
+      out.push_back(r.get<uint64_t>());
+    }
+  }
+  committed_rounds_ = std::move(loaded);
+  return Status::Ok();
+}
+
 Status Service::Impl::SaveCheckpoint() {
   if (o_.checkpoint_dir.empty()) return Status::Ok();
   Checkpoint ck;
@@ -86,6 +104,7 @@ Status Service::Impl::SaveCheckpoint() {
   // --codec-down run would not resume bit-identically.
   const std::vector<uint8_t> down = down_codec_->SaveState();
   ck.sections.emplace_back("codec_down", std::string(down.begin(), down.end()));
+  ck.sections.emplace_back("committed_rounds", nlohmann::json(committed_rounds_).dump());
   return WriteCheckpoint((fs::path(o_.checkpoint_dir) / kCheckpointFile).string(), ck);
 }
 

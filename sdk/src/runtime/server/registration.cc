@@ -11,6 +11,10 @@ protocol::WelcomeInfo Service::Impl::MakeWelcome(uint32_t id) const {
   w.chunk_bytes = o_.chunk_bytes;
   w.max_frame_bytes = static_cast<uint32_t>(max_frame_bytes_);
   w.privacy = privacy_;
+  if (!o_.checkpoint_dir.empty() && !edge_) {
+    auto it = committed_rounds_.find(clients_.at(id).name);
+    w.committed_rounds = it == committed_rounds_.end() ? std::vector<uint64_t>{} : it->second;
+  }
   return w;
 }
 

@@ -125,6 +125,22 @@ void Service::Impl::ResetRound(uint64_t number) {
   round_ = std::move(next);
 }
 
+void Service::Impl::SettleContributors(const std::vector<Reported>& results, bool updated) {
+  for (const Reported& rep : results) {
+    if (updated) {
+      std::vector<uint64_t>& rounds = committed_rounds_[rep.client];
+      rounds.insert(std::upper_bound(rounds.begin(), rounds.end(), rep.task_round), rep.task_round);
+      rounds.erase(std::unique(rounds.begin(), rounds.end()), rounds.end());
+      if (rounds.size() > protocol::kMaxCommittedRounds)
+        rounds.erase(rounds.begin(), rounds.end() - protocol::kMaxCommittedRounds);
+    } else if (clients_.count(rep.client_id)) {
+      // Its Ack said the update is in this commit: it is not, and its mass goes back into the
+      // client's residual.
+      Enqueue(rep.client_id, protocol::EncodeAck(Header(rep.task_round), false, round_.number));
+    }
+  }
+}
+
 Status Service::Impl::CloseRound() {
   if (!async_) {  // an asynchronous strategy's clients keep training for the next commits
     for (uint32_t id : round_.selected) {
@@ -179,7 +195,10 @@ Status Service::Impl::CloseRound() {
     spdlog::warn("round {}: {} updates, fewer than --min-results {}; model unchanged", round_.number, results.size(),
                  o_.min_results);
   }
-  if (!edge_) global_hash_ = crypto::ModelHash(global_.span());  // an edge's is the parent's, unchanged
+  if (!edge_) {  // an edge's model is the parent's, unchanged, and its clients' updates are committed there
+    global_hash_ = crypto::ModelHash(global_.span());
+    SettleContributors(results, updated);
+  }
   // The root evaluates the model; an edge holds the root's model and leaves that to it (its
   // metrics line has no test_ fields).
   const EvalResult eval = edge_ ? EvalResult{} : nn::Evaluate(*model_, global_.span(), test_);

@@ -96,9 +96,10 @@ void Service::Impl::HandleSecAgg(ClientState& c, const protocol::Header& h, prot
         !st.ok())
       return refuse(st);
     s.waiting.erase(c.id);
-    round_.results.emplace(c.id, Reported{c.name, c.id, std::max<uint64_t>(masked->num_examples, 1), {}});
+    round_.results.emplace(c.id,
+                           Reported{c.name, c.id, std::max<uint64_t>(masked->num_examples, 1), {}, 0, round_.number});
     ++c.rounds_reported;
-    Enqueue(c.id, protocol::EncodeAck(Header(round_.number), true));
+    Enqueue(c.id, protocol::EncodeAck(Header(round_.number), true, round_.number));
     return;
   }
   if (auto* sig = std::get_if<sa::CheckSignature>(&m.body)) {

@@ -184,6 +184,7 @@ Status Service::Impl::Init(std::unique_ptr<transport::Listener> listener) {
             SHOAL_RETURN_IF_ERROR(
                 down_codec_->LoadState(std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(blob.data()), blob.size()))
                     .WithContext(path + ": the download codec's state (was it written with another --codec-down?)"));
+          if (name == "committed_rounds") SHOAL_RETURN_IF_ERROR(LoadCommittedRounds(blob).WithContext(path));
         }
         spdlog::info("resumed from {} at round {} (model_hash {})", path, last_completed_,
                      crypto::ModelHash(global_.span()));

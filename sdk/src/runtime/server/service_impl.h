@@ -108,6 +108,7 @@ class Service::Impl {
     uint64_t num_examples = 0;
     protocol::UpdateReport report;
     uint64_t partial_updates = 0;  // an edge aggregator's partial sum: the clients' updates in it
+    uint64_t task_round = 0;       // the round of the task it answers (earlier than this one under FedBuff)
   };
 
   struct RoundState {
@@ -287,6 +288,14 @@ class Service::Impl {
   std::vector<std::string> required_stages_;  // codec stages a client must support
   protocol::PrivacyConfig privacy_;           // what every client's update goes through (Welcome)
   std::optional<LastDelta> last_delta_;
+  // By client name, the task rounds of its newest updates that a commit holds (increasing, at
+  // most protocol::kMaxCommittedRounds), saved with the checkpoint: the Welcome tells a client
+  // which of the updates it sent before a restart are in the model (runtime/client/journal.h).
+  std::map<std::string, std::vector<uint64_t>> committed_rounds_;
+  // After the commit: its updates' rounds recorded, or, when it left the model unchanged,
+  // each contributor told its update was discarded.
+  void SettleContributors(const std::vector<Reported>& results, bool updated);
+  Status LoadCommittedRounds(const std::string& json);  // the checkpoint's section
   RoundConfig round_config_;
   // This round's task frames by kind, encoded on first use and shared by every client.
   std::vector<transport::SharedFrame> full_frames_, delta_frames_, unchanged_frames_;
