@@ -67,8 +67,9 @@ class RoundJournal {
   // A task for round `task_round` arrived in session `session` (before it trains): settles
   // every round kept. `committed`: the rounds this session's Welcome lists as committed
   // (increasing); null where it keeps no record of commits, and then an update sent to an
-  // earlier session is taken as in the model (its Ack may have died with the process). `seed` is the task's (the codec's round randomness), `author` this client's
-  // name (its encoder's private seed). Errors: a state or payload this journal kept that the
+  // earlier session is taken as in the model (its Ack may have died with the process).
+  // `seed` is the task's (the codec's round randomness), `author` this client's name (its
+  // encoder's private seed). Errors: a state or payload this journal kept that the
   // codec or trainer refuses (a bug), with the state partly restored.
   StatusOr<Settled> Settle(uint64_t task_round, uint64_t session, const std::vector<uint64_t>* committed,
                            const RoundState& state, uint64_t seed, const std::string& author);
