@@ -6,8 +6,11 @@
 SHAPED_N=0
 KEYS=""
 shaped_cleanup() {
-  pkill -f "shoal-peer --listen tcp://10.77.0." 2>/dev/null || true
-  for ((i = 0; i < SHAPED_N; i++)); do ip netns del "shoalb-p$i" 2>/dev/null || true; done
+  # The processes started in our namespaces, and only those (deleting a namespace kills none).
+  for ((i = 0; i < SHAPED_N; i++)); do
+    ip netns pids "shoalb-p$i" 2>/dev/null | xargs -r kill 2>/dev/null || true
+    ip netns del "shoalb-p$i" 2>/dev/null || true
+  done
   ip netns del shoalb-hub 2>/dev/null || true
   [ -z "$KEYS" ] || rm -rf "$KEYS"
   KEYS=""
