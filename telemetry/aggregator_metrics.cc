@@ -52,6 +52,8 @@ std::vector<prometheus::MetricFamily> AggregatorMetrics::Collect() const {
   for (const auto& [reason, count] : r.rejected_by_code) out.Value(static_cast<double>(count), {{"reason", reason}});
   out.Counter("shoal_updates_late_total", "updates refused for arriving after their round (or too stale)")
       .Value(static_cast<double>(r.updates_late));
+  out.Counter("shoal_clients_moved_total", "registrations moved to a new connection of the same key (a cut link, a restart)")
+      .Value(static_cast<double>(r.clients_moved));
   out.Counter("shoal_resyncs_total", "full models sent to clients whose replica was behind").Value(static_cast<double>(resyncs_));
   out.Counter("shoal_connections_total", "connections accepted").Value(static_cast<double>(r.connections));
   out.Counter("shoal_handshakes_failed_total", "transport handshakes that failed").Value(static_cast<double>(r.handshakes_failed));

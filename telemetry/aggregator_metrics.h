@@ -10,7 +10,7 @@
 //   shoal_bytes_total{direction="up"|"down", codec}       frames on the wire
 //   shoal_dense_equivalent_bytes_total                     what dense fp32 both ways would have cost
 //   shoal_frames_rejected_total{reason}                    by protocol error code
-//   shoal_updates_late_total, shoal_resyncs_total
+//   shoal_updates_late_total, shoal_resyncs_total, shoal_clients_moved_total
 //   shoal_connections_total, shoal_handshakes_failed_total, shoal_handshakes_refused_total
 //   shoal_round_duration_seconds (histogram)
 //   shoal_encode_seconds (clients' mean, last round), shoal_decode_seconds_total

@@ -126,8 +126,10 @@ TEST(Crash, FiftySigkillsEachEndWithTheUninterruptedModel) {
     }
     EXPECT_EQ(FinalHash(dir + "/run.jsonl"), reference);
   }
-  // Most draws land before the run ends; say how many hit a checkpoint being written.
+  // Most draws land before the run ends, and most of the 10 aimed at a checkpoint write land
+  // in one (10 of 10 measured): the resumed runs above include killed writes.
   EXPECT_GE(killed, 35);
+  EXPECT_GE(mid_checkpoint, 5) << "kills during a checkpoint write";
   std::printf("crash: %d of 50 trials killed the aggregator mid-run, %d of them while it wrote its checkpoint\n",
               killed, mid_checkpoint);
 }

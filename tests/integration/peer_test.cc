@@ -455,6 +455,7 @@ class RawPeer {
     }
     return {swarm_, step_};
   }
+
   const crypto::KeyPair& keys() const { return keys_; }
 
  private:
@@ -478,9 +479,12 @@ std::vector<std::map<uint64_t, nlohmann::json>> LeaveAndCheckAgreement(RawPeer& 
   return steps;
 }
 
-// Only listed keys get in, and only correctly signed updates count: a stranger's key is refused
-// at the handshake; a listed member's update with a wrong signature, or one claiming another
-// author, is rejected and counted, and the replicas still agree.
+// Only listed keys get in, and only correctly signed updates count (docs/SECURITY.md, "Serverless
+// peers"): a stranger's key is refused at the handshake; from a listed member, an update with a
+// wrong signature, one claiming another author, one whose payload is not the one it signed, a
+// genuinely signed update replayed at another step or in another swarm, a Join carrying another
+// CURVE key than the connection's, and a Join taking a member's name are each rejected and
+// counted, none is included, and the replicas still agree.
 TEST(Peers, UnlistedPeersAreRefusedAndForgedUpdatesRejected) {
   const std::string dir = TempDir("peers-forged");
   Swarm swarm(dir, 3, /*secure=*/true);
@@ -508,10 +512,39 @@ TEST(Peers, UnlistedPeersAreRefusedAndForgedUpdatesRejected) {
   // 2. Another member's name, correctly signed with its own key.
   const auto good = crypto::Sign(protocol::SignedUpdateBytes(swarm_id, step + 1, "p1", base, 32, 1.0, crypto::Hash256(payload)), m.keys().sign_secret);
   m.Send(protocol::EncodePeerUpdate({swarm_id, step + 1, 0, ++seq}, "p1", base, 32, 1.0, chunk, good));
+  // 3. Its own name, signed genuinely over one payload, sent with another.
+  std::vector<uint8_t> other(payload.size(), 0);
+  other[0] = 0x3f;  // 0.5f in the first coordinate's high byte
+  const uint64_t now = m.Listen(50).second;
+  for (uint64_t s = now; s <= now + 2; ++s) {  // one of them lands in the window the peers take
+    const auto signed_zero = crypto::Sign(
+        protocol::SignedUpdateBytes(swarm_id, s, "mallory", base, 32, 1.0, crypto::Hash256(payload)), m.keys().sign_secret);
+    m.Send(protocol::EncodePeerUpdate({swarm_id, s, 0, ++seq}, "mallory", base, 32, 1.0,
+                                      protocol::SplitPayload(other, 1 << 20).at(0), signed_zero));
+  }
+  // 4. A genuinely signed update replayed at the next step, and in another swarm. (Another
+  // member's update relayed by mallory is BadSender, case 2: only its author may send it,
+  // unless asked for it with UpdateFetch, whose copies the signature then binds.)
+  const uint64_t at = m.Listen(50).second;
+  for (uint64_t s = at; s <= at + 2; ++s) {
+    const auto genuine = crypto::Sign(
+        protocol::SignedUpdateBytes(swarm_id, s, "mallory", base, 32, 1.0, crypto::Hash256(payload)), m.keys().sign_secret);
+    m.Send(protocol::EncodePeerUpdate({swarm_id, s + 1, 0, ++seq}, "mallory", base, 32, 1.0, chunk, genuine));
+    m.Send(protocol::EncodePeerUpdate({swarm_id + 1, s, 0, ++seq}, "mallory", base, 32, 1.0, chunk, genuine));
+  }
+  // 5. A Join carrying p1's CURVE key on mallory's connection, and one taking p1's name.
+  protocol::PeerInfo wrong_key = m.Info();
+  wrong_key.curve_key = crypto::ReadPublicKey(swarm.keys + "/p1.pub").value();
+  m.Send(protocol::EncodeJoin({swarm_id, 0, 0, ++seq}, wrong_key, false));
+  protocol::PeerInfo taken = m.Info();
+  taken.name = "p1";
+  m.Send(protocol::EncodeJoin({swarm_id, 0, 0, ++seq}, taken, false));
   const auto steps = LeaveAndCheckAgreement(m, swarm, swarm_id, ++seq);
   const auto& codes = steps[0].rbegin()->second["rejected_by_code"];
-  EXPECT_GE(codes.value("BadSignature", 0), 1) << codes.dump();
-  EXPECT_GE(codes.value("BadSender", 0), 1) << codes.dump();
+  EXPECT_GE(codes.value("BadSignature", 0), 3) << "a wrong signature, another payload, another step: " << codes.dump();
+  EXPECT_GE(codes.value("BadSender", 0), 2) << "another author, another key: " << codes.dump();
+  EXPECT_GE(codes.value("Refused", 0), 1) << "a member's name: " << codes.dump();
+  EXPECT_GE(codes.value("UnknownSession", 0), 1) << "another swarm: " << codes.dump();
   for (const auto& [s, line] : steps[0]) EXPECT_LE(line["included"].get<int>(), 3) << "mallory never counted";
   EXPECT_GT(steps[0].rbegin()->second["test_accuracy"].get<double>(), 0.9);
 }

@@ -101,6 +101,10 @@ void TcpRelay::Loop() {
           close_pair(p);
           break;
         }
+        if (dir == 0 && corrupt_.exchange(false)) {
+          buf[static_cast<size_t>(n) - 1] ^= 0x01;
+          corrupted_ = true;
+        }
         {
           std::lock_guard<std::mutex> lock(mu_);
           auto& rec = dir == 0 ? recordings_[p.index].to_server : recordings_[p.index].to_client;

@@ -143,8 +143,10 @@ std::vector<uint8_t> InitialModelPattern() {
   return std::vector<uint8_t>(bytes.begin() + mid, bytes.begin() + mid + 64);
 }
 
-// One 2-round run with one client whose traffic goes through a recording relay.
-TcpRelay::Recording RecordRun(const std::string& dir, bool secure, const std::string& client_name) {
+// One 2-round run with one client whose traffic goes through a recording relay; the
+// aggregator's log goes to `agg_log`.
+TcpRelay::Recording RecordRun(const std::string& dir, bool secure, const std::string& client_name,
+                              std::string* agg_log) {
   const int port = FreePort();
   const Keys keys(dir, {client_name}, {client_name});
   auto args = AggregatorArgs(port, 2, 1, dir + "/run.jsonl");
@@ -159,6 +161,7 @@ TcpRelay::Recording RecordRun(const std::string& dir, bool secure, const std::st
   EXPECT_EQ(agg.Wait(seconds(60)), 0) << agg.Stderr();
   EXPECT_EQ(client.Wait(seconds(30)), 0) << client.Stderr();
   EXPECT_EQ(ReadJsonLines(dir + "/run.jsonl").size(), 2u);
+  *agg_log = agg.Stderr();
   auto recordings = relay.Recordings();
   EXPECT_EQ(recordings.size(), 1u);
   TcpRelay::Recording all;
@@ -171,18 +174,23 @@ TcpRelay::Recording RecordRun(const std::string& dir, bool secure, const std::st
 
 // Every byte between client and aggregator is recorded by a relay: the model's bytes and the
 // client's name are there in plaintext with --insecure (so the check can fail), and nowhere
-// with CURVE on.
+// with CURVE on. The insecure aggregator says so in every round (docs/SECURITY.md), the
+// secure one never.
 TEST(Security, PlaintextNeverCrossesTheWire) {
   const std::vector<uint8_t> model = InitialModelPattern();
   const std::string name = "probe-7f3a9c";
   const std::vector<uint8_t> name_bytes(name.begin(), name.end());
   const size_t model_bytes = 2410 * sizeof(float);  // mlp:32 on digits
 
-  const auto plain = RecordRun(TempDir("wire-plain"), /*secure=*/false, name);
+  std::string plain_log, secure_log;
+  const auto plain = RecordRun(TempDir("wire-plain"), /*secure=*/false, name, &plain_log);
   EXPECT_TRUE(Contains(plain.to_client, model)) << "the insecure run must show the model on the wire";
   EXPECT_TRUE(Contains(plain.to_server, name_bytes));
+  const std::string warning = "INSECURE: --insecure serves tcp://";
+  EXPECT_EQ(Count(plain_log, warning), 2u) << "one warning per round: " << plain_log;
 
-  const auto secure = RecordRun(TempDir("wire-curve"), /*secure=*/true, name);
+  const auto secure = RecordRun(TempDir("wire-curve"), /*secure=*/true, name, &secure_log);
+  EXPECT_EQ(Count(secure_log, "INSECURE"), 0u) << secure_log;
   EXPECT_GT(secure.to_client.size(), 2 * model_bytes) << "the model did travel, encrypted";
   EXPECT_GT(secure.to_server.size(), 2 * model_bytes);
   EXPECT_FALSE(Contains(secure.to_client, model));
@@ -224,24 +232,30 @@ size_t ReplayOverNewConnection(int port, const std::vector<uint8_t>& bytes) {
   return received;
 }
 
-// A 4-round run, alice direct and bob through a relay. With `replay`, once round 1 is done bob's
-// link is held while everything bob has sent so far (handshake, Hello, its round-1 update, all
-// encrypted) is replayed to the aggregator over a new connection. Returns the metrics.
-std::vector<nlohmann::json> RunWithOptionalReplay(const std::string& dir, bool replay) {
+// What an attacker on bob's path does once round 1 is done.
+enum class PathAttack { kNone, kReplay, kFlip };
+
+// A 4-round run, alice direct and bob through a relay. Once round 1 is done, with kReplay
+// bob's link is held while everything bob has sent so far (handshake, Hello, its round-1
+// update, all encrypted) is replayed to the aggregator over a new connection; with kFlip one
+// bit of the next bytes bob sends is flipped in transit. Returns the metrics.
+std::vector<nlohmann::json> RunWithPathAttack(const std::string& dir, PathAttack attack) {
   const Keys keys(dir, {"alice", "bob"}, {"alice", "bob"});
   const int port = FreePort();
   auto args = Concat(AggregatorArgs(port, 4, 2, dir + "/run.jsonl"), SecureAggregatorFlags(keys.dir, keys.allow));
-  SetFlag(args, "--local-epochs", "300");       // rounds of a few hundred ms: the hold lands inside the run
+  SetFlag(args, "--local-epochs", "300");       // rounds of a few hundred ms: the attack lands inside the run
   SetFlag(args, "--heartbeat-timeout", "20");   // bob stays registered while its link is held
   Process agg("shoal-aggregator", args, dir + "/agg", kOneThread);
   EXPECT_TRUE(Listening(agg)) << agg.Stderr();
   TcpRelay relay(port);
   auto alice = SecureClient(port, keys, "alice", 0, 2, dir + "/alice");
   auto bob = SecureClient(relay.port(), keys, "bob", 1, 2, dir + "/bob");
-  if (replay) {
+  if (attack != PathAttack::kNone) {
     EXPECT_TRUE(WaitFor([&] { return !ReadJsonLines(dir + "/run.jsonl").empty(); }, seconds(60))) << agg.Stderr();
+    EXPECT_LT(ReadJsonLines(dir + "/run.jsonl").size(), 4u) << "the run ended before the attack";
+  }
+  if (attack == PathAttack::kReplay) {
     relay.Pause();
-    EXPECT_LT(ReadJsonLines(dir + "/run.jsonl").size(), 4u) << "the run ended before the replay";
     const auto recordings = relay.Recordings();
     EXPECT_EQ(recordings.size(), 1u);
     const std::vector<uint8_t> captured = recordings.at(0).to_server;
@@ -250,6 +264,12 @@ std::vector<nlohmann::json> RunWithOptionalReplay(const std::string& dir, bool r
     EXPECT_TRUE(WaitFor([&] { return agg.Stderr().find("handshake #1 failed") != std::string::npos; }, seconds(10)))
         << agg.Stderr();
     relay.Resume();
+  } else if (attack == PathAttack::kFlip) {
+    relay.CorruptNextToServer();
+    // The flipped frame fails its MAC: the aggregator stops reading the connection, ZMTP's
+    // heartbeat closes it (6 s), and bob comes back over a new one.
+    EXPECT_TRUE(WaitFor([&] { return relay.Recordings().size() >= 2; }, seconds(60))) << bob->Stderr();
+    EXPECT_TRUE(relay.corrupted());
   }
   EXPECT_EQ(agg.Wait(seconds(120)), 0) << agg.Stderr();
   EXPECT_EQ(alice->Wait(seconds(30)), 0) << alice->Stderr();
@@ -258,18 +278,33 @@ std::vector<nlohmann::json> RunWithOptionalReplay(const std::string& dir, bool r
 }
 
 // A captured encrypted session replayed over a new connection dies in the CURVE handshake
-// (the server's cookie is fresh per connection), reaches nothing above the transport, and the
-// aggregate of every round is bit-identical to a run without the replay.
-TEST(Security, ReplayedCaptureIsRejectedAndTheAggregateIsUnchanged) {
-  const auto baseline = RunWithOptionalReplay(TempDir("replay-base"), false);
-  const auto replayed = RunWithOptionalReplay(TempDir("replay"), true);
+// (the server's cookie is fresh per connection), and a bit flipped in transit kills the
+// connection it was on (Poly1305): neither reaches anything above the transport, and the
+// aggregate of every round is bit-identical to a run without the attacker.
+TEST(Security, ReplayedOrAlteredTrafficIsRejectedAndTheAggregateIsUnchanged) {
+  const auto baseline = RunWithPathAttack(TempDir("replay-base"), PathAttack::kNone);
   ASSERT_EQ(baseline.size(), 4u);
+  EXPECT_EQ(baseline.back()["handshakes_failed"], 0);
+  EXPECT_EQ(baseline.back()["connections"], 2);
+
+  const auto replayed = RunWithPathAttack(TempDir("replay"), PathAttack::kReplay);
   ASSERT_EQ(replayed.size(), 4u);
   EXPECT_EQ(Hashes(replayed), Hashes(baseline));
   for (const auto& l : replayed) EXPECT_EQ(l["clients_reported"], 2);
   EXPECT_GE(replayed.back()["handshakes_failed"].get<int>(), 1);
   EXPECT_EQ(replayed.back()["frames_rejected"], 0) << "nothing of the replay reached the protocol layer";
-  EXPECT_EQ(baseline.back()["handshakes_failed"], 0);
+
+  const auto flipped = RunWithPathAttack(TempDir("flip"), PathAttack::kFlip);
+  ASSERT_EQ(flipped.size(), 4u);
+  EXPECT_EQ(Hashes(flipped), Hashes(baseline));
+  for (const auto& l : flipped) EXPECT_EQ(l["clients_reported"], 2);
+  EXPECT_GE(flipped.back()["connections"].get<int>(), 3) << "bob reconnected";
+  EXPECT_EQ(flipped.back()["clients_moved"], 1) << "bob kept its registration";
+  // Nothing of the altered frame reached the protocol layer; a heartbeat bob sent on its new
+  // connection before its Hello may be refused as not registered, and nothing else.
+  const auto& codes = flipped.back()["rejected_by_code"];
+  EXPECT_LE(flipped.back()["frames_rejected"].get<int>(), 1) << codes.dump();
+  EXPECT_EQ(flipped.back()["frames_rejected"].get<int>(), codes.value("NotRegistered", 0)) << codes.dump();
 }
 
 // A raw CURVE client holding a listed key: it speaks the protocol by hand, to misbehave.
@@ -410,6 +445,114 @@ TEST(Security, MessagesAreBoundToTheAuthenticatedSender) {
   EXPECT_EQ(codes.value("MalformedFrame", 0), 3) << "one update in the wrong encoding per round: " << codes.dump();
 }
 
+// The first Error a raw client receives within `timeout` (nullopt if none), with its reason.
+std::optional<std::pair<wire::ErrorCode, std::string>> NextError(RawClient& c, milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    auto f = c.Recv(milliseconds(50));
+    if (!f) continue;
+    const protocol::Verified v = RawClient::Verify(*f);
+    if (v.envelope && v.envelope->message_type() == wire::Message::Error) {
+      const wire::Error* e = v.envelope->message_as_Error();
+      return std::make_pair(e->code(), e->reason() ? e->reason()->str() : std::string());
+    }
+  }
+  return std::nullopt;
+}
+
+// The Welcome's (session, client id), or zeros when none came within 10 s.
+std::pair<uint64_t, uint32_t> AwaitWelcome(RawClient& c) {
+  const auto until = std::chrono::steady_clock::now() + seconds(10);
+  while (std::chrono::steady_clock::now() < until) {
+    auto f = c.Recv(milliseconds(50));
+    if (!f) continue;
+    const protocol::Verified v = RawClient::Verify(*f);
+    if (v.envelope && v.envelope->message_type() == wire::Message::Welcome)
+      return {v.envelope->session(), v.envelope->message_as_Welcome()->client_id()};
+  }
+  return {0, 0};
+}
+
+// The aggregator's transport and registration limits (docs/SECURITY.md, "Limits against
+// denial of service"), each against the client it is for, on an aggregator that never starts
+// a round (--min-clients 2, --max-clients 1):
+// - a TCP connection that never starts its handshake is closed (ZMQ_HANDSHAKE_IVL, 5 s;
+//   ZeroMQ's own default is 30 s);
+// - a listed client's frame over --chunk-size + 256 KiB drops its connection before it is
+//   read: the client's next message arrives on a new connection, which is not registered
+//   (a frame the aggregator had read would have been refused as malformed instead);
+// - a Hello past --max-clients is refused with "the aggregator is full".
+TEST(Security, TheAggregatorsLimitsHoldAgainstAListedClient) {
+  const std::string dir = TempDir("limits");
+  const Keys keys(dir, {"mallory", "eve"}, {"mallory", "eve"});
+  const int port = FreePort();
+  auto args = Concat(AggregatorArgs(port, 1, 2, dir + "/run.jsonl"), SecureAggregatorFlags(keys.dir, keys.allow));
+  SetFlag(args, "--chunk-size", "64K");
+  SetFlag(args, "--max-clients", "1");
+  SetFlag(args, "--heartbeat-timeout", "60");
+  Process agg("shoal-aggregator", args, dir + "/agg", kOneThread);
+  ASSERT_TRUE(Listening(agg)) << agg.Stderr();
+
+  // A silent connection, watched while the rest goes on.
+  std::atomic<bool> silent_closed{false};
+  std::thread silent([&] {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+      char buf[256];
+      for (auto until = std::chrono::steady_clock::now() + seconds(20); std::chrono::steady_clock::now() < until;) {
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, 100) <= 0) continue;
+        const ssize_t n = ::recv(fd, buf, sizeof buf, 0);  // the server's greeting, then the close
+        if (n == 0 || (n < 0 && errno == ECONNRESET)) {
+          silent_closed = true;
+          break;
+        }
+      }
+    }
+    ::close(fd);
+  });
+  auto join = [](std::thread* t) { t->join(); };
+  std::unique_ptr<std::thread, decltype(join)> joiner(&silent, join);  // joined on every way out
+
+  RawClient mallory(port, keys, "mallory");
+  uint64_t seq = 0;
+  mallory.Send(protocol::EncodeHello({0, 0, 0, ++seq}, "mallory", 100, "raw", codec::SupportedStages()));
+  const auto [session, id] = AwaitWelcome(mallory);
+  ASSERT_NE(id, 0u) << agg.Stderr();
+
+  // eve, listed, finds the aggregator full.
+  RawClient eve(port, keys, "eve");
+  eve.Send(protocol::EncodeHello({0, 0, 0, 1}, "eve", 100, "raw", codec::SupportedStages()));
+  const auto full = NextError(eve, seconds(10));
+  ASSERT_TRUE(full.has_value()) << agg.Stderr();
+  EXPECT_EQ(full->first, wire::ErrorCode::Refused);
+  EXPECT_NE(full->second.find("the aggregator is full (1 clients)"), std::string::npos) << full->second;
+
+  // A frame under the bound is read (and refused as no envelope); one over it is not read.
+  mallory.Send(protocol::Frame((64 << 10) + (128 << 10), 0x5a));
+  const auto read = NextError(mallory, seconds(10));
+  ASSERT_TRUE(read.has_value()) << agg.Stderr();
+  EXPECT_EQ(read->first, wire::ErrorCode::MalformedFrame) << read->second;
+  mallory.Send(protocol::Frame((64 << 10) + (256 << 10) + 1, 0x5a));
+  // What was queued behind it went with the connection: heartbeat until one is answered.
+  std::optional<std::pair<wire::ErrorCode, std::string>> after;
+  for (int i = 0; i < 40 && !after; ++i) {
+    mallory.Send(protocol::EncodeHeartbeat({session, 0, id, ++seq}, false, 0.0f));
+    after = NextError(mallory, milliseconds(500));
+  }
+  ASSERT_TRUE(after.has_value()) << agg.Stderr();
+  EXPECT_EQ(after->first, wire::ErrorCode::NotRegistered) << "the oversized frame was read: " << after->second;
+
+  joiner.reset();
+  EXPECT_TRUE(silent_closed.load()) << "a connection that sent nothing was still open after 20 s";
+  agg.Signal(SIGTERM);
+  EXPECT_EQ(agg.Wait(seconds(30)), 0) << agg.Stderr();
+}
+
 // 1,000 unauthenticated connections keep sending garbage (random bytes, or a valid ZMTP
 // greeting announcing CURVE followed by junk) while rounds run: the rounds complete with the
 // honest clients, and the aggregator's memory stays under the bound docs/SECURITY.md states.
@@ -478,6 +621,8 @@ TEST(Security, FloodOfUnauthenticatedConnectionsDoesNotStopTheRound) {
   });
   // The flood first meets an aggregator waiting for clients, then runs through the rounds.
   ASSERT_TRUE(WaitFor([&] { return opened.load() >= 3 * kConnections; }, seconds(60)));
+  // Past the first rate-limited log line (checked below).
+  ASSERT_TRUE(WaitFor([&] { return agg.Stderr().find("handshake #1000 failed") != std::string::npos; }, seconds(120)));
   auto alice = SecureClient(port, keys, "alice", 0, 2, dir + "/alice");
   auto bob = SecureClient(port, keys, "bob", 1, 2, dir + "/bob");
   const int agg_exit = agg.Wait(seconds(180));
@@ -494,6 +639,18 @@ TEST(Security, FloodOfUnauthenticatedConnectionsDoesNotStopTheRound) {
   EXPECT_GE(lines.back()["connections"].get<uint64_t>(), static_cast<uint64_t>(kConnections));
   EXPECT_GE(lines.back()["handshakes_failed"].get<uint64_t>(), static_cast<uint64_t>(kConnections / 2));
   EXPECT_EQ(lines.back()["frames_rejected"], 0) << "no garbage reached the protocol layer";
+
+  // Failed handshakes are logged the first 10 in full, then every 1000th (docs/SECURITY.md):
+  // the log holds #1..#10 and then only multiples of 1000, however long the flood went on.
+  const std::string log = agg.Stderr();
+  std::vector<uint64_t> logged;
+  const std::string mark = "handshake #";
+  for (size_t pos = log.find(mark); pos != std::string::npos; pos = log.find(mark, pos + 1))
+    logged.push_back(std::stoull(log.substr(pos + mark.size())));
+  ASSERT_GE(logged.size(), 11u) << log.substr(0, 4000);
+  for (uint64_t i = 0; i < 10; ++i) EXPECT_EQ(logged[i], i + 1);
+  for (size_t i = 10; i < logged.size(); ++i) EXPECT_EQ(logged[i] % 1000, 0u) << logged[i];
+  EXPECT_LE(logged.size(), 10 + logged.back() / 1000) << "one line per 1000 after the first 10";
 
   // docs/SECURITY.md: resident memory <= idle + C x (64 KiB + bytes a connection has sent
   // before failing its handshake) + A x RCVHWM x MAXMSGSIZE, with C = connections in

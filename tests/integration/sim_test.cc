@@ -120,8 +120,12 @@ TEST(Sim, SecureRoundsRecoverClientsThatDieAfterSharingTheirKeys) {
 
 // The run: 1,000 clients under secure aggregation, 30% of each round's clients dying
 // at a uniform time in the round: every round completes and recovers dropouts in most rounds.
+// The secure aggregation is sized for the churn (--secagg-dropout 0.4, above the 30%): at the
+// default 0.2 a survivor whose neighbours happened to die more than the margin allows could
+// not be unmasked, a round in some tens of runs.
 TEST(Sim, SecureRoundsWithChurnAtRandomTimesAllComplete) {
-  SimRun r = RunSim("sim-churn-random", {"--secagg", "", "--churn", "0.3", "--churn-at", "random", "--rounds", "10",
+  SimRun r = RunSim("sim-churn-random", {"--secagg", "", "--secagg-dropout", "0.4", "--churn", "0.3",
+                                         "--churn-at", "random", "--rounds", "10",
                                          "--churn-restart", "300", "--heartbeat-interval", "0.2",
                                          "--heartbeat-timeout", "1", "--round-timeout", "10"});
   ASSERT_EQ(r.exit_code, 0) << r.stderr_text;

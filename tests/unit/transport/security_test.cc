@@ -1,9 +1,15 @@
 // CurveZMQ pieces on real sockets in one process: the allow-list file format, the ZAP handler
 // (RFC 27 requests and replies), the channels' handshake reporting, and the key-flag rules
 // shared by the aggregator, the client and the peer.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <zmq.hpp>
@@ -166,12 +172,25 @@ class CurveChannels : public ::testing::Test {
     Write(dir_.File("list"), crypto::Z85Key(alice_.curve_public) + "\n");
     list_ = std::make_shared<const crypto::AllowList>(crypto::AllowList::Load(dir_.File("list")).value());
     zap_ = ZapHandler::Start(ctx_, list_).value();
+    Bind(ServerOptions());
+  }
+  // The listener's options: the server's key pair, the other limits at their defaults.
+  SocketOptions ServerOptions() const {
     SocketOptions so;
     so.curve = std::make_shared<const crypto::KeyPair>(server_);
+    return so;
+  }
+  // (Re)binds the listener with `so`, on a fresh port.
+  void Bind(const SocketOptions& so) {
+    server_channel_.reset();
     server_channel_ = ZmqListener::Bind(ctx_, "tcp://127.0.0.1:*", so).value();
   }
-  std::unique_ptr<ZmqChannel> Connect(const crypto::KeyPair* keys, const crypto::KeyPair& server_key) {
-    SocketOptions so;
+  int Port() const {
+    const std::string ep = server_channel_->endpoint();
+    return std::stoi(ep.substr(ep.rfind(':') + 1));
+  }
+  std::unique_ptr<ZmqChannel> Connect(const crypto::KeyPair* keys, const crypto::KeyPair& server_key,
+                                      SocketOptions so = {}) {
     if (keys) {
       so.curve = std::make_shared<const crypto::KeyPair>(*keys);
       so.server_key = server_key.curve_public;
@@ -250,6 +269,120 @@ TEST_F(CurveChannels, WrongServerKeyAndMissingKeysFailTheHandshake) {
   ASSERT_TRUE(nothing.ok());
   EXPECT_FALSE(nothing->has_value());
   EXPECT_GE(server_channel_->handshakes().failed_protocol, 1u) << "the server could not decrypt the impostor's HELLO";
+}
+
+// ---- the limits of docs/SECURITY.md against a listed client ----
+
+// ZMQ_MAXMSGSIZE: a frame one byte over the listener's bound drops the sender's connection
+// before any of it is delivered; a frame just under the bound arrives. (With the default bound of
+// 16.25 MiB the large frame would arrive: the test fails if the option is not applied.)
+TEST_F(CurveChannels, AFrameOverTheBoundDropsTheConnectionUndelivered) {
+  constexpr int64_t kBound = 64 << 10;
+  SocketOptions so = ServerOptions();
+  so.max_frame_bytes = kBound;
+  Bind(so);
+  auto alice = Connect(&alice_, server_);
+  ASSERT_TRUE(Deliver(*alice, "hello").has_value());
+  const uint64_t disconnected = server_channel_->handshakes().disconnected;
+  ASSERT_TRUE(alice->Send(std::vector<uint8_t>(kBound + 1, 'x')).ok());
+  const auto until = std::chrono::steady_clock::now() + seconds(10);
+  while (server_channel_->handshakes().disconnected == disconnected && std::chrono::steady_clock::now() < until) {
+    auto in = server_channel_->Recv(milliseconds(20));
+    ASSERT_TRUE(in.ok());
+    if (*in) EXPECT_LE((*in)->frame.bytes().size(), 5u) << "the oversized frame was delivered";
+    (void)alice->Recv(milliseconds(1));
+  }
+  EXPECT_GT(server_channel_->handshakes().disconnected, disconnected) << "the connection was not dropped";
+  // The channel reconnects by itself; a frame just under the bound goes through. (With CURVE
+  // the bound applies to the encrypted frame, 33 bytes of nonce, MAC and flags longer.)
+  const std::vector<uint8_t> at_bound(kBound - 64, 'y');
+  std::optional<Listener::Inbound> in;
+  for (auto stop = std::chrono::steady_clock::now() + seconds(10); !in && std::chrono::steady_clock::now() < stop;) {
+    (void)alice->Send(at_bound, milliseconds(20));
+    (void)alice->Recv(milliseconds(20));
+    auto got = server_channel_->Recv(milliseconds(20));
+    ASSERT_TRUE(got.ok());
+    if (*got && (*got)->frame.bytes().size() == at_bound.size()) in = std::move(**got);
+  }
+  ASSERT_TRUE(in.has_value()) << "a frame at the bound never arrived";
+  EXPECT_EQ(in->user_id, crypto::Z85Key(alice_.curve_public));
+}
+
+// The largest number in a /proc/sys file of numbers (tcp_rmem: min default max).
+uint64_t MaxOf(const std::string& path) {
+  std::ifstream in(path);
+  uint64_t v = 0, most = 0;
+  while (in >> v) most = std::max(most, v);
+  return most;
+}
+
+// ZMQ_RCVHWM: a listed client that sends as fast as it can to a listener that does not read
+// is held by back-pressure once the listener's queue (8 frames), its own (8) and the kernel's
+// TCP buffers are full, and every frame it got out arrives, in order: nothing is dropped. The
+// same flood against a queue of 1000 frames gets far more out, so the bound is the option's.
+TEST_F(CurveChannels, AFloodingListedClientIsHeldByBackPressureAndLosesNothing) {
+  constexpr size_t kFrame = 64 << 10;
+  auto flood = [&](int recv_hwm) -> size_t {
+    SocketOptions so = ServerOptions();
+    so.recv_hwm = recv_hwm;
+    Bind(so);
+    SocketOptions co;
+    co.send_hwm = 8;
+    auto alice = Connect(&alice_, server_, co);
+    EXPECT_TRUE(Deliver(*alice, "hello").has_value());
+    std::vector<uint8_t> frame(kFrame, 0);
+    size_t sent = 0;
+    for (; sent < 5000; ++sent) {
+      std::memcpy(frame.data(), &sent, sizeof sent);
+      if (!alice->Send(frame, milliseconds(300)).ok()) break;  // held for 300 ms: the queues are full
+    }
+    size_t got = 0;
+    for (;;) {
+      auto in = server_channel_->Recv(milliseconds(1000));
+      EXPECT_TRUE(in.ok());
+      if (!in.ok() || !*in) break;
+      const auto bytes = (*in)->frame.bytes();
+      if (bytes.size() != kFrame) continue;  // a "hello" Deliver repeated
+      size_t seq = 0;
+      std::memcpy(&seq, bytes.data(), sizeof seq);
+      EXPECT_EQ(seq, got) << "a frame was lost or reordered";
+      ++got;
+    }
+    EXPECT_EQ(got, sent) << "every frame the client got out arrives";
+    return sent;
+  };
+  const uint64_t tcp_bytes = MaxOf("/proc/sys/net/ipv4/tcp_rmem") + MaxOf("/proc/sys/net/ipv4/tcp_wmem");
+  const size_t bound = 8 + 8 + tcp_bytes / kFrame + 8;
+  const size_t held = flood(8);
+  EXPECT_GT(held, 8u);
+  std::printf("held after %zu frames of %zu bytes (bound %zu)\n", held, kFrame, bound);
+  EXPECT_LE(held, bound) << "frames got out before back-pressure (kernel buffers " << tcp_bytes << " bytes)";
+  EXPECT_GT(flood(1000), bound) << "a deep queue lets more through: the bound above is the option's";
+}
+
+// ZMQ_HANDSHAKE_IVL: a connection that never starts its handshake is closed once the interval
+// has passed (ZeroMQ's default is 30 s; here 300 ms, so a close within 10 s is the option's).
+TEST_F(CurveChannels, ASilentConnectionIsClosedAfterTheHandshakeInterval) {
+  SocketOptions so = ServerOptions();
+  so.handshake_ms = 300;
+  Bind(so);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(Port()));
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  bool closed = false;
+  char buf[256];
+  for (auto until = std::chrono::steady_clock::now() + seconds(10); !closed && std::chrono::steady_clock::now() < until;) {
+    (void)server_channel_->Recv(milliseconds(1));  // reads the monitor's events
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 50) <= 0) continue;
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);  // the server's greeting, then the close
+    closed = n == 0 || (n < 0 && errno == ECONNRESET);
+  }
+  ::close(fd);
+  EXPECT_TRUE(closed) << "a connection that sent nothing is still open after 10 s";
 }
 
 TEST(Channels, LoopbackEndpoints) {

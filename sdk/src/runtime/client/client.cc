@@ -159,6 +159,13 @@ std::optional<Status> Client::Impl::Iterate(milliseconds max_wait) {
       give_up_at_ = Clock::now() + milliseconds(o_.reconnect_timeout_ms);
     }
   }
+  if (registered_ && channel_->handshakes().succeeded > registered_handshakes_) {
+    // A new connection (ZeroMQ reconnected a cut link): the aggregator moves the registration
+    // to it on a Hello, and sends the open round's task again.
+    Unregister("the connection to the aggregator was cut and made again");
+    next_hello_ = Clock::now();
+    give_up_at_ = Clock::now() + milliseconds(o_.reconnect_timeout_ms);
+  }
   if (!registered_) return std::nullopt;
 
   // Liveness: heartbeat while idle or training; detect a vanished aggregator.

@@ -142,6 +142,9 @@ class Client::Impl {
 
   // Registration.
   bool registered_ = false;
+  // The channel's completed handshakes when the Welcome came: one more means ZeroMQ opened a
+  // new connection (a cut link), which the aggregator does not know yet.
+  uint64_t registered_handshakes_ = 0;
   bool finished_ = false;
   uint64_t session_ = 0;
   uint32_t client_id_ = 0;

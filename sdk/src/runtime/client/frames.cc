@@ -70,6 +70,7 @@ Status Client::Impl::HandleWelcome(const protocol::Header& h, protocol::WelcomeI
   client_id_ = w->client_id;
   welcome_ = std::move(*w);
   registered_ = true;
+  registered_handshakes_ = channel_->handshakes().succeeded;
   last_server_sequence_ = h.sequence;
   ClientEvent e(ClientEvent::Kind::kConnected);
   e.message = "joined " + o_.connect + " as client " + std::to_string(client_id_) + " (model " + welcome_->task.model +

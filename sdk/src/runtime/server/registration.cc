@@ -43,18 +43,25 @@ void Service::Impl::HandleHello(const transport::Listener::Inbound& in, const pr
   if (auto owner = name_keys_.find(name);
       allow_list_ && owner != name_keys_.end() && owner->second != in.user_id && KeyAllowed(owner->second))
     return Reject(peer, ErrorCode::Refused, "client name '" + name + "' belongs to another key; use --name to pick another");
-  // A known name on a new connection is a restarted client. The same key proves it; without
-  // keys, a holder heard from recently means two clients share a name, and the newcomer must
-  // wait (it retries) or pick another --name.
+  // A known name on a new connection is the same client, reconnected (its link was cut) or
+  // restarted. The same key proves it: the registration moves to the new connection (below).
+  // Without keys, a holder heard from recently means two clients share a name, and the
+  // newcomer must wait (it retries) or pick another --name; a silent holder is replaced.
+  std::optional<uint32_t> moved;
   if (auto holder = by_name_.find(name); holder != by_name_.end()) {
     const ClientState& c = clients_.at(holder->second);
     const bool same_key = allow_list_ && c.identity == in.user_id;
     if (!same_key && MillisSince(c.last_seen) <= 2 * static_cast<int64_t>(o_.heartbeat_interval_ms))
       return Reject(peer, ErrorCode::Duplicate,
                     "client name '" + name + "' is in use by a live client; retrying (use --name to pick another)");
-    DropClient(holder->second, "reconnected");
+    // Secure aggregation's round state is bound to the connection's keys exchange: a client
+    // that lost its link mid-round drops out of it (the others recover its share).
+    if (same_key && !round_.secagg)
+      moved = holder->second;
+    else
+      DropClient(holder->second, "reconnected");
   }
-  if (clients_.size() >= o_.max_clients)
+  if (!moved && clients_.size() >= o_.max_clients)
     return Reject(peer, ErrorCode::Refused, "the aggregator is full (" + std::to_string(o_.max_clients) + " clients)");
   // Negotiation: the client lists the codec stages it can run; every stage of the task's
   // codecs must be among them.
@@ -75,6 +82,7 @@ void Service::Impl::HandleHello(const transport::Listener::Inbound& in, const pr
                       ") does not apply the task's feature standardization; start the aggregator with "
                       "--standardize off, or use a trainer that standardizes");
 
+  if (moved) return MoveClient(*moved, in, header, hello);
   ClientState c;
   c.id = next_client_id_++;
   c.peer = peer;
@@ -93,6 +101,33 @@ void Service::Impl::HandleHello(const transport::Listener::Inbound& in, const pr
   Enqueue(id, protocol::EncodeWelcome(Header(0), MakeWelcome(id)));
   waiting_logged_ = false;
   dispatch_pending_ = true;
+}
+
+void Service::Impl::MoveClient(uint32_t id, const transport::Listener::Inbound& in, const protocol::Header& header,
+                              const protocol::Hello& hello) {
+  ClientState& c = clients_.at(id);
+  by_peer_.erase(c.peer);
+  c.peer = in.peer;
+  by_peer_[in.peer] = id;
+  c.num_examples = hello.num_examples;
+  c.last_sequence = header.sequence;
+  c.last_seen = Clock::now();
+  c.replica_hash.clear();  // a restarted process has no replica: its next task carries the full model
+  ++clients_moved_;
+  spdlog::info("client {} (id {}) is back on a new connection; its registration moved there", c.name, id);
+  Enqueue(id, protocol::EncodeWelcome(Header(0), MakeWelcome(id)));
+  // What came in on the old connection of an update in flight is dropped; the task goes out
+  // again, so a client that lost it (or restarted) still answers this round.
+  if (async_) {
+    if (c.training) {
+      c.training = false;
+      dispatch_pending_ = true;
+    }
+  } else if (round_.open && IsSelected(id) && !Settled(id)) {
+    SendTask(c, /*force_full=*/true);
+  }
+  round_.assembling.erase(id);
+  round_.incoming.erase(id);
 }
 
 void Service::Impl::FailClient(uint32_t id, const std::string& reason) {

@@ -255,6 +255,7 @@ Status Service::Impl::CloseRound() {
   r.frames_rejected = frames_rejected_;
   r.rejected_by_code = rejected_by_code_;
   r.updates_late = updates_late_;
+  r.clients_moved = clients_moved_;
   r.connections = server_->handshakes().connections;
   r.handshakes_failed = server_->handshakes().failed();
   r.handshakes_refused = server_->handshakes().failed_auth;
@@ -282,6 +283,7 @@ Status Service::Impl::CloseRound() {
       {"frames_rejected", r.frames_rejected},
       {"deadline_seconds", r.deadline_seconds},
       {"updates_late", r.updates_late},
+      {"clients_moved", r.clients_moved},
       {"rejected_by_code", r.rejected_by_code},
       {"secure", r.secure},
       {"connections", r.connections},

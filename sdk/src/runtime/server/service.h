@@ -44,6 +44,7 @@ struct RoundReport {
   uint64_t frames_rejected = 0;
   std::map<std::string, uint64_t> rejected_by_code;  // protocol::ErrorName -> frames
   uint64_t updates_late = 0;
+  uint64_t clients_moved = 0;  // registrations moved to a new connection of the same key
   uint64_t connections = 0, handshakes_failed = 0, handshakes_refused = 0;
   bool secure = false;          // CurveZMQ on the listener
   size_t allow_list_keys = 0;

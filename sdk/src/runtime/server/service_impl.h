@@ -197,6 +197,10 @@ class Service::Impl {
 
   // Client bookkeeping.
   void DropClient(uint32_t id, const std::string& reason);
+  // The client `id` on a new connection of its own key (a cut link, or a restarted process):
+  // its registration, id and place in the open round move there; the task goes out again.
+  void MoveClient(uint32_t id, const transport::Listener::Inbound& in, const protocol::Header& header,
+                  const protocol::Hello& hello);
   void ExpireClients();
   // Whether the client holds a task whose update the service still expects.
   bool IsSelected(uint32_t id) const {
@@ -331,6 +335,7 @@ class Service::Impl {
   // Updates for a round already closed (counted at their first chunk); asynchronous: updates
   // beyond --max-staleness.
   uint64_t updates_late_ = 0;
+  uint64_t clients_moved_ = 0;  // registrations moved to a new connection (MoveClient)
   AdaptiveDeadline deadline_{o_.deadline};
   std::map<std::string, uint64_t> rejected_by_code_;
   uint64_t resyncs_ = 0;  // this round

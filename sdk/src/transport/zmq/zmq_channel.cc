@@ -98,11 +98,16 @@ std::string ZmqListener::endpoint() const {
 }
 
 void ZmqListener::DrainMonitor() {
-  for (const MonitorEvent& e : monitor_->Drain()) {
+  const std::vector<MonitorEvent> events = monitor_->Drain();  // already counted in stats()
+  // Each failure's own number: the count before this batch, then one per failure in it.
+  uint64_t n = monitor_->stats().failed();
+  for (const MonitorEvent& e : events) n -= e.IsHandshakeFailure();
+  for (const MonitorEvent& e : events) {
+    if (!e.IsHandshakeFailure()) continue;
+    ++n;
     // Refused keys are logged by the ZAP handler, with the key.
-    if (!e.IsHandshakeFailure() || e.event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) continue;
+    if (e.event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) continue;
     // The first few in full, then every 1000th: a scanner cannot fill the disk.
-    const uint64_t n = monitor_->stats().failed();
     if (ShouldLogOccurrence(n)) spdlog::warn("handshake #{} failed on {}: {}", n, e.address, e.Describe());
   }
 }
