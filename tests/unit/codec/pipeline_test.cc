@@ -7,9 +7,12 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <numeric>
 #include <vector>
 
 #include "codec/codec.h"
+#include "codec/xform_params.h"
 #include "core/rng.h"
 
 namespace shoal::codec {
@@ -157,6 +160,23 @@ TEST(PipelineTest, DenseIsBitExactRawFp32) {
 }
 
 // Per quantizer spec, the largest error allowed relative to the largest |value| of the update.
+// One tensor's place in the flat vector.
+struct TensorAt {
+  size_t offset, size;
+  Shape2D shape;
+};
+std::vector<TensorAt> Tensors(const std::vector<TensorSpec>& layout) {
+  std::vector<TensorAt> out;
+  size_t offset = 0;
+  for (const auto& t : layout) {
+    const Shape2D s = ToShape2D(t);
+    const size_t size = static_cast<size_t>(std::max<int64_t>(s.size(), 0));
+    out.push_back({offset, size, s});
+    offset += size;
+  }
+  return out;
+}
+
 struct RoundTripCase {
   const char* spec;
   double max_err;  // absolute, for updates with |x| < ~0.05
@@ -168,8 +188,6 @@ TEST(PipelineTest, QuantizerRoundTrips) {
       {"bf16", 0.05 * 0x1p-8},
       {"int8", 0.05 / 127 / 2 * 1.001},
       {"int8:chunk=16,stochastic=1", 0.05 / 127 * 1.001},
-      {"qsgd:levels=16", 1.0},  // bounded by norm/levels: checked below
-      {"sign", 1.0},
       {"bf16|zstd", 0.05 * 0x1p-8},
   };
   const auto layout = Layout();
@@ -187,6 +205,32 @@ TEST(PipelineTest, QuantizerRoundTrips) {
     for (size_t i = 0; i < n; ++i) {
       ASSERT_TRUE(std::isfinite(d[i]));
       ASSERT_LE(std::fabs(d[i] - u[i]), tc.max_err) << tc.spec << " at " << i;
+    }
+  }
+  // The two whose error scales with the tensor, each by its own rule (quantizer_test.cc):
+  // QSGD within ||u_t|| / levels of each value, with its sign; sign as sign(u) times the
+  // tensor's mean |u|.
+  for (const char* spec : {"qsgd:levels=16", "sign"}) {
+    auto c = Codec::Create(spec, layout);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    auto p = (*c)->Encode(u, Ctx(1));
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    std::vector<float> d(n);
+    ASSERT_TRUE((*c)->Decode(*p, Ctx(1), d).ok()) << spec;
+    for (const auto& [offset, size, shape] : Tensors(layout)) {
+      double norm = 0, mean_abs = 0;
+      for (size_t i = offset; i < offset + size; ++i) {
+        norm += static_cast<double>(u[i]) * u[i];
+        mean_abs += std::fabs(u[i]) / static_cast<double>(size);
+      }
+      norm = std::sqrt(norm);
+      for (size_t i = offset; i < offset + size; ++i) {
+        ASSERT_TRUE(d[i] == 0.0f || std::signbit(d[i]) == std::signbit(u[i])) << spec << " at " << i;
+        if (std::string(spec) == "sign")
+          ASSERT_NEAR(std::fabs(d[i]), mean_abs, mean_abs * 1e-5) << i;
+        else
+          ASSERT_LE(std::fabs(d[i] - u[i]), norm / 16 * (1 + 1e-6)) << i;
+      }
     }
   }
 }
@@ -252,17 +296,198 @@ TEST(PipelineTest, TransformAndSelectorSpecsRoundTripDeterministically) {
       ASSERT_TRUE((*c)->Decode(*p, Ctx(2), d1).ok()) << spec;
       ASSERT_TRUE((*c)->Decode(*p, Ctx(2), d2).ok()) << spec;
       EXPECT_EQ(std::memcmp(d1.data(), d2.data(), n * 4), 0) << spec;
-      double err = 0, norm = 0;
-      for (size_t i = 0; i < n; ++i) {
-        ASSERT_TRUE(std::isfinite(d1[i]));
-        err += (d1[i] - u[i]) * static_cast<double>(d1[i] - u[i]);
-        norm += static_cast<double>(u[i]) * u[i];
-      }
-      EXPECT_LT(err, 1.5 * norm) << spec;  // lossy, but not garbage (QSGD: variance ~ sqrt(n)/s)
-      if (std::string(spec) == "dct:chunk=4") {
-        EXPECT_LT(err, 1e-8 * norm);
+      for (size_t i = 0; i < n; ++i) ASSERT_TRUE(std::isfinite(d1[i])) << spec;
+    }
+  }
+}
+
+// The top-k of each block of `block` values of v by magnitude, ties to the lower index (the
+// selector's rule, checked against a sort in selector_test.cc), as sorted indices.
+std::vector<uint32_t> BlockTopK(std::span<const float> v, size_t block, size_t k) {
+  std::vector<uint32_t> out;
+  for (size_t b = 0; b < v.size(); b += block) {
+    const size_t len = std::min(block, v.size() - b);
+    std::vector<uint32_t> idx(len);
+    std::iota(idx.begin(), idx.end(), static_cast<uint32_t>(b));
+    std::stable_sort(idx.begin(), idx.end(), [&](uint32_t a, uint32_t c) { return std::fabs(v[a]) > std::fabs(v[c]); });
+    idx.resize(std::min(k, len));
+    std::sort(idx.begin(), idx.end());
+    out.insert(out.end(), idx.begin(), idx.end());
+  }
+  return out;
+}
+
+// The payload's coefficients, as Codec::DecodeCoefficients gives them.
+void Coefficients(const Codec& c, const std::vector<uint8_t>& payload, const RoundContext& ctx,
+                  std::vector<uint32_t>* idx, std::vector<float>* val) {
+  ASSERT_TRUE(c.DecodeCoefficients(payload, ctx, idx, val).ok()) << c.spec();
+}
+
+// Every composite pipeline against the composition of its stages' references, each already
+// checked on its own (quantizer_test.cc, selector_test.cc, transform_test.cc): the selected
+// places are the reference's, the values within the quantizer's own bound of the exact values
+// (the lossless DCT's coefficients for the transform pipelines), and nothing else is sent. A
+// decoder returning zeros, or the right values at other places, fails every case.
+TEST(PipelineTest, CompositesMatchTheComposedStageReferences) {
+  std::vector<TensorSpec> layout = {{"w", {128, 96}}, {"b", {96}}, {"w2", {10, 128}}, {"odd", {7, 13}}};
+  const size_t n = LayoutSize(layout);
+  const auto tensors = Tensors(layout);
+  const std::vector<float> u = RandomUpdate(n, 9);
+  const RoundContext ctx = Ctx(2);
+  std::vector<uint8_t> payload;  // of the last run
+  auto run = [&](const std::string& spec, std::vector<float>* d) -> std::unique_ptr<Codec> {
+    auto c = Codec::Create(spec, layout);
+    EXPECT_TRUE(c.ok()) << spec << ": " << c.status().ToString();
+    if (!c.ok()) return nullptr;
+    auto p = (*c)->Encode(u, ctx);
+    EXPECT_TRUE(p.ok()) << spec;
+    d->assign(n, 0.0f);
+    EXPECT_TRUE((*c)->Decode(*p, ctx, *d).ok()) << spec;
+    payload = *p;
+    return std::move(*c);
+  };
+
+  // Sparse pipelines on the values: top-k (per tensor) then int8, random-k then fp16.
+  for (const auto& [spec, ratio] : std::vector<std::pair<std::string, double>>{
+           {"topk:ratio=0.05|int8", 0.05}, {"ef|topk:ratio=0.01|int8|zstd", 0.01}}) {
+    std::vector<float> d;
+    ASSERT_TRUE(run(spec, &d));
+    for (const auto& t : tensors) {
+      const auto ref = BlockTopK(std::span(u).subspan(t.offset, t.size), t.size, detail::CountFor(t.size, ratio, 0));
+      float amax = 0;
+      for (uint32_t i : ref) amax = std::max(amax, std::fabs(u[t.offset + i]));
+      std::vector<bool> chosen(t.size, false);
+      for (uint32_t i : ref) chosen[i] = true;
+      for (size_t i = 0; i < t.size; ++i) {
+        const float want = chosen[i] ? u[t.offset + i] : 0.0f;
+        ASSERT_LE(std::fabs(d[t.offset + i] - want), chosen[i] ? amax / 254 * (1 + 1e-5) : 0.0) << spec << " at " << t.offset + i;
       }
     }
+  }
+  {
+    std::vector<float> d;
+    ASSERT_TRUE(run("randk:ratio=0.1|fp16", &d));
+    for (const auto& t : tensors) {
+      size_t sent = 0;
+      for (size_t i = t.offset; i < t.offset + t.size; ++i) {
+        if (d[i] == 0.0f) continue;
+        ++sent;
+        ASSERT_LE(std::fabs(d[i] - u[i]), std::fabs(u[i]) * 0x1p-11 + 3e-8) << i;
+      }
+      EXPECT_EQ(sent, detail::CountFor(t.size, 0.1, 0)) << "tensor at " << t.offset;
+    }
+  }
+  {
+    std::vector<float> d;
+    ASSERT_TRUE(run("qsgd:levels=255|zstd", &d));
+    for (const auto& t : tensors) {
+      double norm = 0;
+      for (size_t i = t.offset; i < t.offset + t.size; ++i) norm += static_cast<double>(u[i]) * u[i];
+      for (size_t i = t.offset; i < t.offset + t.size; ++i) {
+        ASSERT_LE(std::fabs(d[i] - u[i]), std::sqrt(norm) / 255 * (1 + 1e-6)) << i;
+        ASSERT_TRUE(d[i] == 0.0f || std::signbit(d[i]) == std::signbit(u[i])) << i;
+      }
+    }
+  }
+
+  // Transform pipelines, in the coefficient domain against the lossless DCT's coefficients:
+  // the selector's places per DCT chunk (chunk-major: each chunk's coefficients contiguous),
+  // the quantizer's bound on their values.
+  struct DctCase {
+    std::string spec;
+    int64_t chunk;
+    size_t k;        // top-k per chunk; 0: random-k of `ratio`
+    double ratio;
+    const char* values;  // "exact", "int8", "sign"
+  };
+  for (const DctCase& tc : {DctCase{"dct:chunk=8|topk:k=4|int8", 8, 4, 0, "int8"},
+                            DctCase{"demo:chunk=64,topk=8,bits=1", 64, 8, 0, "sign"},
+                            DctCase{"demo:chunk=16,topk=4,bits=32", 16, 4, 0, "exact"},
+                            DctCase{"dct:chunk=64|randk:ratio=0.02", 64, 0, 0.02, "exact"}}) {
+    SCOPED_TRACE(tc.spec);
+    std::vector<float> d, exact_d;
+    auto lossless = run("dct:chunk=" + std::to_string(tc.chunk), &exact_d);
+    ASSERT_TRUE(lossless);
+    std::vector<uint32_t> all_idx;
+    std::vector<float> all_val, coef(n, 0.0f);
+    Coefficients(*lossless, payload, ctx, &all_idx, &all_val);
+    for (size_t j = 0; j < all_idx.size(); ++j) coef[all_idx[j]] = all_val[j];
+    double err = 0, norm = 0;
+    for (size_t i = 0; i < n; ++i) {
+      err += (exact_d[i] - u[i]) * static_cast<double>(exact_d[i] - u[i]);
+      norm += static_cast<double>(u[i]) * u[i];
+    }
+    ASSERT_LT(err, 1e-8 * norm) << "the lossless DCT inverts";
+    auto c = run(tc.spec, &d);
+    ASSERT_TRUE(c);
+    std::vector<uint32_t> idx;
+    std::vector<float> val;
+    Coefficients(*c, payload, ctx, &idx, &val);
+    size_t j = 0;
+    for (const auto& t : tensors) {
+      const size_t block = static_cast<size_t>(detail::LargestDivisorAtMost(t.shape.rows, tc.chunk) *
+                                               detail::LargestDivisorAtMost(t.shape.cols, tc.chunk));
+      std::vector<uint32_t> got;
+      std::vector<float> got_val;
+      for (; j < idx.size() && idx[j] < t.offset + t.size; ++j) {
+        got.push_back(idx[j] - static_cast<uint32_t>(t.offset));
+        got_val.push_back(val[j]);
+      }
+      const std::span<const float> exact(coef.data() + t.offset, t.size);
+      if (tc.k > 0) {
+        ASSERT_EQ(got, BlockTopK(exact, block, tc.k)) << "tensor at " << t.offset;
+      } else {
+        ASSERT_EQ(got.size(), detail::CountChunked(t.size, block, tc.ratio, 0)) << "tensor at " << t.offset;
+      }
+      float amax = 0;
+      double mean_abs = 0;
+      for (uint32_t i : got) {
+        amax = std::max(amax, std::fabs(exact[i]));
+        mean_abs += std::fabs(exact[i]) / static_cast<double>(got.size());
+      }
+      for (size_t m = 0; m < got.size(); ++m) {
+        const float want = exact[got[m]];
+        if (std::string(tc.values) == "exact") {
+          ASSERT_EQ(got_val[m], want) << got[m];
+        } else if (std::string(tc.values) == "int8") {
+          ASSERT_LE(std::fabs(got_val[m] - want), amax / 254 * (1 + 1e-5)) << got[m];
+        } else {
+          ASSERT_EQ(std::signbit(got_val[m]), std::signbit(want)) << got[m];
+          ASSERT_NEAR(std::fabs(got_val[m]), mean_abs, mean_abs * 1e-5) << got[m];
+        }
+      }
+    }
+    EXPECT_EQ(j, idx.size());
+  }
+
+  // PowerSGD: 1-D tensors travel as they are; a matrix M comes back as P P^T M, its projection
+  // on P's orthonormal columns (transform_test.cc), so the error is orthogonal to the result,
+  // which holds a share of M's energy. With bf16 on P and Q, within bf16's error of fp32's.
+  std::vector<float> d32, d16;
+  ASSERT_TRUE(run("powersgd:rank=3", &d32));
+  for (const auto& t : tensors) {
+    double dot = 0, dd = 0, ee = 0, uu = 0;
+    for (size_t i = t.offset; i < t.offset + t.size; ++i) {
+      if (t.shape.rows == 1) ASSERT_EQ(d32[i], u[i]) << i;
+      dot += (u[i] - d32[i]) * static_cast<double>(d32[i]);
+      dd += static_cast<double>(d32[i]) * d32[i];
+      ee += (u[i] - d32[i]) * static_cast<double>(u[i] - d32[i]);
+      uu += static_cast<double>(u[i]) * u[i];
+    }
+    if (t.shape.rows == 1) continue;
+    EXPECT_LE(std::fabs(dot), 1e-3 * std::sqrt(dd * ee)) << "tensor at " << t.offset;
+    EXPECT_GE(dd, 0.01 * uu) << "tensor at " << t.offset;
+  }
+  ASSERT_TRUE(run("powersgd:rank=2", &d32));
+  ASSERT_TRUE(run("ef|powersgd:rank=2|bf16", &d16));
+  for (const auto& t : tensors) {
+    double diff = 0, dd = 0;
+    for (size_t i = t.offset; i < t.offset + t.size; ++i) {
+      diff += (d16[i] - d32[i]) * static_cast<double>(d16[i] - d32[i]);
+      dd += static_cast<double>(d32[i]) * d32[i];
+    }
+    EXPECT_GT(dd, 0.0);
+    EXPECT_LE(diff, 0.02 * 0.02 * dd) << "tensor at " << t.offset;
   }
 }
 
