@@ -387,7 +387,9 @@ TEST(Peers, APausedMemberIsReadmittedAndCatchesUp) {
   ASSERT_TRUE(WaitFor([&] { return Steps(swarm.Metrics(2)).size() >= 30; }, seconds(60))) << p2.Stderr();
   p2.Signal(SIGSTOP);
   const uint64_t paused_at = Steps(swarm.Metrics(0)).rbegin()->first;
-  std::this_thread::sleep_for(seconds(3));
+  // Paused until the others have gone on without it (they drop it on its heartbeat timeout).
+  EXPECT_TRUE(WaitFor([&] { return Steps(swarm.Metrics(0)).rbegin()->first > paused_at + 10; }, seconds(60)))
+      << p0.Stderr();
   p2.Signal(SIGCONT);
   const uint64_t resumed_at = Steps(swarm.Metrics(0)).rbegin()->first;
   EXPECT_GT(resumed_at, paused_at + 5) << "the others went on without the paused member";

@@ -801,8 +801,10 @@ TEST(SecAgg, TheServerRefusesImpossibleCountsAndUnsignedAnswers) {
 }
 
 // One client's masked input, for an all-zero and for a structured plaintext: its bytes are
-// uniform (chi-square, 255 degrees of freedom, below the 0.1% critical value 330.5) and its
-// words do not correlate with the plaintext.
+// uniform (chi-square, 255 degrees of freedom, below the 10^-6 critical value 377.2) and its
+// words do not correlate with the plaintext (|r| < 5 / sqrt(n), p ~ 6e-7). The masks come from
+// fresh keys (the OS's randomness), so the test cannot be seeded: its false-failure rate is
+// about 4e-6 per run (three clients, two checks), where the 0.1% value once used gave 0.3%.
 TEST(SecAgg, MaskedInputsAreUniformAndUncorrelatedWithThePlaintext) {
   auto parties = MakeParties(3);
   Server server(7, 1, ServerOptions{.range = 1.0, .length = 65536, .dropout = 0.0});
@@ -826,7 +828,7 @@ TEST(SecAgg, MaskedInputsAreUniformAndUncorrelatedWithThePlaintext) {
     const double expect = m->masked.size() * 4 / 256.0;
     double chi2 = 0;
     for (double k : counts) chi2 += (k - expect) * (k - expect) / expect;
-    EXPECT_LT(chi2, 330.5) << "client " << d.to;
+    EXPECT_LT(chi2, 377.2) << "client " << d.to;
     if (d.to != 0) {
       double sx = 0, sy = 0, sxx = 0, syy = 0, sxy = 0;
       const double n = x.size();
