@@ -4,6 +4,7 @@
 # the table reports the median round time and the mean bytes per round, plus the bytes per
 # round divided by the dense fp32 model traffic measured in the same run (wire overhead).
 #   bench/round_scaling.sh            (after scripts/build)
+#   CLIENTS="2 4" bench/round_scaling.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS="${ROUNDS:-20}"
@@ -14,7 +15,7 @@ trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$OUT"' EXIT
 export OPENBLAS_NUM_THREADS=1
 
 printf '%-8s %-16s %-14s %-14s %-12s\n' clients median_round_s bytes_up/round bytes_down/round wire/dense
-for n in 2 4 8 16; do
+for n in ${CLIENTS:-2 4 8 16}; do
   port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
   "$BIN/shoal-aggregator" --listen "tcp://127.0.0.1:$port" --rounds "$ROUNDS" --min-clients "$n" --model "$MODEL" \
     --dataset digits --lr 0.1 --momentum 0.9 --metrics-out "$OUT/run$n.jsonl" --log-level warn >/dev/null 2>"$OUT/agg$n.log" &

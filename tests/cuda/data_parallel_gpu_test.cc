@@ -1,7 +1,7 @@
 // Data-parallel ranks on GPUs (issue 19): the NCCL group (kernels/nccl_group.cc) over every
 // device sums known vectors to the exact result on every rank and broadcasts; a client on
-// every GPU (--gpus D) takes part in a federation like a CPU client. Skips, saying why,
-// without a usable CUDA device.
+// every GPU (--gpus D) takes part in a federation like a CPU client (with one GPU, a one-rank
+// client: the NCCL path needs two). Skips, saying why, without a usable CUDA device.
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -16,9 +16,13 @@ namespace {
 
 using std::chrono::seconds;
 
+// With one device the group would be one rank, whose all-reduce is the identity: the test
+// needs two. (NCCL itself refuses two ranks of one communicator on one device, "Duplicate GPU
+// detected", so one GPU cannot stand in for two.)
 TEST(CudaDataParallel, NcclGroupSumsAndBroadcastsOnEveryRank) {
   auto count = cuda::DeviceCount();
   if (!count.ok() || *count == 0) GTEST_SKIP() << "no CUDA device: " << (count.ok() ? "0" : count.status().message());
+  if (*count < 2) GTEST_SKIP() << "needs >= 2 GPUs (found 1): one rank's all-reduce is the identity";
   const int ranks = *count;
   std::vector<std::string> devices;
   for (int r = 0; r < ranks; ++r) devices.push_back("cuda:" + std::to_string(r));
