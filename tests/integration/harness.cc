@@ -8,9 +8,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <random>
+#include <set>
 #include <sstream>
 
 #include "crypto/keys.h"
@@ -19,7 +23,50 @@ namespace shoal::testing {
 
 std::string BinDir() { return SHOAL_BIN_DIR; }
 
+namespace {
+
+// Whether 127.0.0.1:port can be bound now (with SO_REUSEADDR, as ZeroMQ's listeners set it).
+bool CanBind(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// The lowest port of the kernel's ephemeral range (net.ipv4.ip_local_port_range).
+int EphemeralLow() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 32768;
+  in >> low;
+  return low;
+}
+
+}  // namespace
+
 int FreePort() {
+  // Below the ephemeral range: a port bind(0) hands out is one any process's next outgoing
+  // connection (the tests make thousands) may take before the test's process binds it; below
+  // the range only another listener can. Drawn at random (other test binaries run beside
+  // this one), never the same twice in one process.
+  static std::mutex mu;
+  static std::set<int> given;
+  static std::mt19937 rng(static_cast<uint32_t>(::getpid()) ^
+                          static_cast<uint32_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  std::lock_guard<std::mutex> lock(mu);
+  const int low = 20000, high = EphemeralLow() - 1;
+  for (int tries = 0; high > low && tries < 1000; ++tries) {
+    const int port = std::uniform_int_distribution<int>(low, high)(rng);
+    if (given.count(port) || !CanBind(port)) continue;
+    given.insert(port);
+    return port;
+  }
+  // No room below the range: the kernel's choice.
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -28,7 +75,7 @@ int FreePort() {
   ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
   socklen_t len = sizeof a;
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  int port = ntohs(a.sin_port);
+  const int port = ntohs(a.sin_port);
   ::close(fd);
   return port;
 }

@@ -14,7 +14,8 @@
 namespace shoal::testing {
 
 std::string BinDir();
-// A TCP port on 127.0.0.1 that was free a moment ago.
+// A TCP port on 127.0.0.1 that was free a moment ago, below the kernel's ephemeral range (so
+// no outgoing connection takes it before the test binds it), never the same twice per process.
 int FreePort();
 std::string Endpoint(int port);
 // A fresh directory under the test temp dir. All of them are removed when the test binary
