@@ -141,7 +141,10 @@ TEST(Privacy, SecAggOverRealProcessesLearnsAndRecoversAKilledClient) {
               "distributed DP (z 0.05)\n",
               accuracy[0], accuracy[1], accuracy[2]);
   EXPECT_NEAR(accuracy[1], accuracy[0], 0.02);
-  EXPECT_GT(accuracy[2], accuracy[0] - 0.05);  // z = 0.05: 0.858 against 0.861 here
+  // z = 0.05: the noise comes from the OS's randomness (it must), so this run's accuracy
+  // varies: 0.805-0.875 in 7 runs against 0.861 without noise (2026-12-07). The gate is below
+  // that spread and far above chance (0.1).
+  EXPECT_GT(accuracy[2], accuracy[0] - 0.12);
 
   // The kill: long local work so that client 0 dies after its shares went out.
   const int port = FreePort();
