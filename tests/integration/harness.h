@@ -1,6 +1,7 @@
 // Helpers for integration tests: real processes from build/bin on 127.0.0.1.
 #pragma once
 
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/types.h>
 
@@ -18,6 +19,10 @@ std::string BinDir();
 // no outgoing connection takes it before the test binds it), never the same twice per process.
 int FreePort();
 std::string Endpoint(int port);
+// 127.0.0.1:port as a socket address.
+sockaddr_in LoopbackAddress(int port);
+// A fresh TCP connection to 127.0.0.1:port: its descriptor, or -1 when it cannot be made.
+int ConnectLoopback(int port);
 // A fresh directory under the test temp dir. All of them are removed when the test binary
 // ends with every test passed, and kept (with the processes' logs) when one failed.
 std::string TempDir(const std::string& name);

@@ -3,10 +3,7 @@
 // here (like examples/embed_logreg.cc for the client), in allgather and diloco mode. The
 // replicas stay bit-identical at every step, the loss falls, and the trainer is driven as
 // shoal/peer.h says (allgather: one plain SGD step of lr 1; diloco: H steps at the task's lr).
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -125,14 +122,9 @@ struct SwarmRun {
 bool Accepting(const std::string& endpoint) {
   const int port = std::stoi(endpoint.substr(endpoint.rfind(':') + 1));
   return WaitFor([port] {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-    ::close(fd);
-    return ok;
+    const int fd = ConnectLoopback(port);
+    if (fd >= 0) ::close(fd);
+    return fd >= 0;
   }, std::chrono::seconds(10));
 }
 
@@ -165,7 +157,9 @@ SwarmRun RunSwarm(const std::string& name, int count, PeerOptions base) {
     threads.emplace_back([&, i] {
       run.status[i] = RunPeer(options[i], std::make_unique<LogReg>(static_cast<uint32_t>(i), run.seen[i].get()), stop);
     });
-    if (i == 0) EXPECT_TRUE(Accepting(options[0].listen)) << "the founder binds first";
+    if (i == 0) {
+      EXPECT_TRUE(Accepting(options[0].listen)) << "the founder binds first";
+    }
   }
   for (auto& t : threads) t.join();
   for (int i = 0; i < count; ++i) {

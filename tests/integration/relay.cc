@@ -1,5 +1,7 @@
 #include "relay.h"
 
+#include "harness.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -14,14 +16,6 @@
 namespace shoal::testing {
 namespace {
 
-sockaddr_in Loopback(int port) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  return a;
-}
-
 // One relayed connection: client side fd, server side fd.
 struct Pair {
   int client = -1, server = -1;
@@ -35,7 +29,7 @@ TcpRelay::TcpRelay(int upstream_port) : upstream_port_(upstream_port) {
   listen_fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
   int one = 1;
   ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in a = Loopback(0);
+  sockaddr_in a = LoopbackAddress(0);
   if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(listen_fd_, 64) != 0)
     throw std::runtime_error("relay: cannot listen");
   socklen_t len = sizeof a;
@@ -78,7 +72,7 @@ void TcpRelay::Loop() {
       const int c = ::accept(listen_fd_, nullptr, nullptr);
       if (c >= 0) {
         const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in up = Loopback(upstream_port_);
+        sockaddr_in up = LoopbackAddress(upstream_port_);
         if (::connect(s, reinterpret_cast<sockaddr*>(&up), sizeof up) != 0) {
           ::close(c);
           ::close(s);

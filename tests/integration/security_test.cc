@@ -202,13 +202,8 @@ TEST(Security, PlaintextNeverCrossesTheWire) {
 // Writes `bytes` to a fresh TCP connection to 127.0.0.1:port and reads until the peer closes
 // it (or 5 s pass). Returns how many bytes came back.
 size_t ReplayOverNewConnection(int port, const std::vector<uint8_t>& bytes) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
+  const int fd = ConnectLoopback(port);
+  if (fd < 0) {
     ADD_FAILURE() << "cannot connect to the aggregator for the replay";
     return 0;
   }
@@ -496,12 +491,8 @@ TEST(Security, TheAggregatorsLimitsHoldAgainstAListedClient) {
   // A silent connection, watched while the rest goes on.
   std::atomic<bool> silent_closed{false};
   std::thread silent([&] {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    const int fd = ConnectLoopback(port);
+    if (fd >= 0) {
       char buf[256];
       for (auto until = std::chrono::steady_clock::now() + seconds(20); std::chrono::steady_clock::now() < until;) {
         pollfd p{fd, POLLIN, 0};
@@ -512,8 +503,8 @@ TEST(Security, TheAggregatorsLimitsHoldAgainstAListedClient) {
           break;
         }
       }
+      ::close(fd);
     }
-    ::close(fd);
   });
   auto join = [](std::thread* t) { t->join(); };
   std::unique_ptr<std::thread, decltype(join)> joiner(&silent, join);  // joined on every way out
@@ -582,17 +573,9 @@ TEST(Security, FloodOfUnauthenticatedConnectionsDoesNotStopTheRound) {
     std::memcpy(&greeting[12], "CURVE", 5);
     Rng rng(99);
     std::vector<int> fds(kConnections, -1);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(static_cast<uint16_t>(port));
     auto open = [&](int i) {
-      fds[i] = ::socket(AF_INET, SOCK_STREAM, 0);
-      if (::connect(fds[i], reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-        ::close(fds[i]);
-        fds[i] = -1;
-        return;
-      }
+      fds[i] = ConnectLoopback(port);
+      if (fds[i] < 0) return;
       ::fcntl(fds[i], F_SETFL, O_NONBLOCK);
       ++opened;
       std::vector<uint8_t> junk(256);
