@@ -1,6 +1,6 @@
 // Crash consistency (and, at the end, the same for asynchronous FedBuff): the aggregator is SIGKILLed at random moments (inside rounds, between
-// them; one trial in five aims at a checkpoint write, killing as soon as the temporary file
-// appears) and restarted with --resume, 50 times, each in a run of
+// them; one trial in five kills it inside a checkpoint write, see KillInsideACheckpointWrite)
+// and restarted with --resume, 50 times, each in a run of
 // its own with the same two client processes throughout. Every run must end with the model
 // hash of an uninterrupted run and list each round exactly once in its metrics. The run uses
 // every piece of state a resume must restore: a stateful server optimizer (fedadam's moments),
@@ -8,8 +8,14 @@
 // a round ahead of the checkpoint (a round committed, then killed before the checkpoint).
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 
 #include "core/rng.h"
 #include "harness.h"
@@ -55,6 +61,39 @@ bool KillIfRunning(Process& agg) {
   return agg.Wait(seconds(0)) == 128 + SIGKILL;
 }
 
+// Kills `agg` inside a later checkpoint write, at a byte drawn from `rng`, and leaves on disk
+// what such a crash leaves: the previous checkpoint, and a temporary file holding a prefix of
+// the new one. How: once the first checkpoint exists, the temporary file's name is taken by a
+// FIFO, so the aggregator's next write blocks on it while this test reads; after `cut` bytes
+// the aggregator is killed inside write(2) (a timed kill finds the window of a fast write only
+// by luck), and the FIFO is replaced by a regular file of the bytes read. True if it was killed
+// so; false if the run ended first.
+bool KillInsideACheckpointWrite(Process& agg, const std::string& ckpt_dir, Rng& rng) {
+  const std::string done = ckpt_dir + "/checkpoint.shoal", tmp = done + ".tmp";
+  const auto until = Clock::now() + seconds(60);
+  // A write in progress holds the name: wait until it is free, then take it.
+  while (!std::filesystem::exists(done) || ::mkfifo(tmp.c_str(), 0600) != 0) {
+    if (!agg.Running() || Clock::now() > until) return false;
+    ::usleep(200);
+  }
+  const int fd = ::open(tmp.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  EXPECT_GE(fd, 0) << tmp;
+  const size_t cut = 1 + static_cast<size_t>(rng.UniformDouble() * 300000);  // the whole file is ~1 MB
+  std::string prefix;
+  while (prefix.size() < cut && agg.Running() && Clock::now() < until) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0) continue;
+    char buf[65536];
+    const ssize_t n = ::read(fd, buf, std::min(sizeof(buf), cut - prefix.size()));
+    if (n > 0) prefix.append(buf, static_cast<size_t>(n));
+  }
+  const bool inside = prefix.size() == cut && KillIfRunning(agg);
+  ::close(fd);
+  std::filesystem::remove(tmp);
+  std::ofstream(tmp, std::ios::binary) << prefix;
+  return inside;
+}
+
 // Each round 1..kRounds exactly once, in order; the last line's model hash.
 std::string FinalHash(const std::string& metrics) {
   auto lines = ReadJsonLines(metrics);
@@ -82,26 +121,26 @@ TEST(Crash, FiftySigkillsEachEndWithTheUninterruptedModel) {
     ASSERT_FALSE(reference.empty());
   }
   Rng rng(20261204);
-  int killed = 0, mid_checkpoint = 0;
+  int killed = 0, mid_checkpoint = 0, aimed = 0;
   for (int trial = 0; trial < 50; ++trial) {
     const std::string dir = base + "/trial" + std::to_string(trial);
     std::filesystem::create_directories(dir);
     const int port = FreePort();
     auto agg = std::make_unique<Process>("shoal-aggregator", Args(port, dir), dir + "/agg1", OneThreadEnv());
     auto clients = Clients(port, dir);
+    bool was_killed = false;
     if (trial % 5 == 4) {
-      // Aim at a checkpoint write: kill as soon as its temporary file appears.
-      const std::string tmp = dir + "/ckpt/checkpoint.shoal.tmp";
-      const auto until = Clock::now() + std::chrono::duration<double, std::milli>(run_ms);
-      while (Clock::now() < until && !std::filesystem::exists(tmp) && agg->Running()) ::usleep(100);
+      aimed += was_killed = KillInsideACheckpointWrite(*agg, dir + "/ckpt", rng);
+      mid_checkpoint += was_killed;
     } else {
       // Over the first 60 % of the reference's length: the reference, the first run, pays the
       // cold start (binaries and data not yet in the page cache), and a trial ends sooner.
       ::usleep(static_cast<useconds_t>(rng.UniformDouble() * 0.6 * run_ms * 1000));
+      was_killed = KillIfRunning(*agg);
+      mid_checkpoint += was_killed && std::filesystem::exists(dir + "/ckpt/checkpoint.shoal.tmp");
     }
-    if (KillIfRunning(*agg)) {
+    if (was_killed) {
       ++killed;
-      mid_checkpoint += std::filesystem::exists(dir + "/ckpt/checkpoint.shoal.tmp");
       agg = std::make_unique<Process>("shoal-aggregator", Args(port, dir), dir + "/agg2", OneThreadEnv());
     }
     ASSERT_EQ(agg->Wait(seconds(120)), 0) << "trial " << trial << ": " << agg->Stderr();
@@ -126,12 +165,12 @@ TEST(Crash, FiftySigkillsEachEndWithTheUninterruptedModel) {
     }
     EXPECT_EQ(FinalHash(dir + "/run.jsonl"), reference);
   }
-  // Most draws land before the run ends, and most of the 10 aimed at a checkpoint write land
-  // in one (10 of 10 measured): the resumed runs above include killed writes.
+  // Most draws land before the run ends, and each of the 10 aimed at a checkpoint write lands
+  // inside one: the resumed runs above start beside a torn temporary file.
   EXPECT_GE(killed, 35);
-  EXPECT_GE(mid_checkpoint, 5) << "kills during a checkpoint write";
-  std::printf("crash: %d of 50 trials killed the aggregator mid-run, %d of them while it wrote its checkpoint\n",
-              killed, mid_checkpoint);
+  EXPECT_EQ(aimed, 10) << "kills inside a checkpoint write";
+  std::printf("crash: %d of 50 trials killed the aggregator mid-run, %d of them inside a checkpoint write (%d aimed)\n",
+              killed, mid_checkpoint, aimed);
 }
 
 // Client state across a crash: the aggregator, with a task whose clients carry state from

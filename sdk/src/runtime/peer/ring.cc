@@ -314,10 +314,12 @@ void Peer::PruneRingInbox() {
   std::set<std::tuple<uint64_t, uint32_t, std::string>> rings;  // newest last
   for (const auto& [key, in] : ring_inbox_) rings.insert({std::get<0>(key), std::get<2>(key), std::get<1>(key)});
   while (rings.size() > kMaxRingsKept) {
-    const auto [step, attempt, hash] = *rings.begin();
+    // A named copy, not a structured binding: clang 14 (scripts/fuzz) cannot capture one.
+    const std::tuple<uint64_t, uint32_t, std::string> oldest = *rings.begin();
     rings.erase(rings.begin());
     ring_inbox_.EraseIf([&](const RingKey& key, const RingInbound&) {
-      return std::get<0>(key) == step && std::get<1>(key) == hash && std::get<2>(key) == attempt;
+      return std::get<0>(key) == std::get<0>(oldest) && std::get<1>(key) == std::get<2>(oldest) &&
+             std::get<2>(key) == std::get<1>(oldest);
     });
   }
 }
