@@ -7,7 +7,7 @@
 #   bench/peer_bench.sh            (STEPS=20 by default)
 #   CURVE=1 bench/peer_bench.sh    (CurveZMQ and signatures on every link)
 #   METHODS="allreduce-dense gloo" bench/peer_bench.sh   (some of: allgather-dense allreduce-dense
-#                                  allgather-demo allgather-demo-overlap diloco-int8 gossip-dense gloo)
+#                                  allgather-demo allgather-demo-overlap diloco-int8 gossip-dense gloo gloo-step)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=build/bin
@@ -60,4 +60,7 @@ want allgather-demo-overlap && run allgather-demo-overlap "$STEPS" --mode allgat
 want diloco-int8 && run diloco-int8 3 --mode diloco --client-optimizer adamw --lr 0.001 --diloco-inner-steps 100 --codec int8
 want gossip-dense && run gossip-dense "$STEPS" --mode gossip --lr 0.05 --momentum 0.9 --gossip-k 2
 want gloo && /usr/bin/python3 bench/torch_allreduce.py --numel 1126410 --world "$N" --iters 20
+# The whole data-parallel step in PyTorch (gradient, gloo all-reduce, SGD momentum), batch 32
+# as shoal-peer's default, to set beside allreduce-dense's step_seconds.
+want gloo-step && /usr/bin/python3 bench/torch_allreduce.py --step mlp:1024,1024 --batch 32 --world "$N" --iters 20
 true  # the status of the last wanted run, not of the last test of a METHODS filter
