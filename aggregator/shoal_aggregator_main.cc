@@ -2,10 +2,10 @@
 #include <boost/program_options.hpp>
 #include <spdlog/spdlog.h>
 
-#include "core/cli.h"
-#include "core/cli_options.h"
+#include "cli/cli.h"
+#include "cli/options.h"
 #include "runtime/server/service.h"
-#include "runtime/server/service_flags.h"
+#include "cli/service_flags.h"
 #include "aggregator_endpoints.h"
 
 namespace po = boost::program_options;

@@ -6,9 +6,9 @@
 
 #include <cstdio>
 
-#include "core/cli.h"
-#include "core/cli_options.h"
-#include "runtime/server/service_flags.h"
+#include "cli/cli.h"
+#include "cli/options.h"
+#include "cli/service_flags.h"
 #include "runtime/sim/simulator.h"
 
 namespace po = boost::program_options;

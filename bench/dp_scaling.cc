@@ -6,7 +6,7 @@
 // throughput(R0)). A warm-up round precedes each measured one.
 //
 //   build/bin/dp_scaling --device cpu --ranks 1,2 --model mlp:256,256 --dataset digits [--bucket-mb 0]
-//   build/bin/dp_scaling --device cuda --ranks 1,2,4,8 --model gpt:layers=16,dim=768,heads=12,ctx=1024 \
+//   build/bin/dp_scaling --device cuda --ranks 1,2,4,8 --model gpt:layers=16,dim=768,heads=12,ctx=1024
 //       --dataset kjv --batch 8 --steps 10 --precision bf16
 #include <boost/program_options.hpp>
 

@@ -9,9 +9,9 @@
 #include <iostream>
 #include <thread>
 
-#include "core/cli.h"
-#include "core/cli_options.h"
-#include "core/data_parallel_flags.h"
+#include "cli/cli.h"
+#include "cli/options.h"
+#include "cli/data_parallel_flags.h"
 #include "shoal/data.h"
 #include "shoal/client.h"
 #include "shoal/config.h"

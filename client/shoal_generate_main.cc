@@ -9,8 +9,8 @@
 
 #include "backend/backend.h"
 #include "core/checkpoint.h"
-#include "core/cli.h"
-#include "core/cli_options.h"
+#include "cli/cli.h"
+#include "cli/options.h"
 #include "nn/sampler.h"
 
 namespace po = boost::program_options;

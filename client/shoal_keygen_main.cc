@@ -4,7 +4,7 @@
 #include <iostream>
 #include <string>
 
-#include "core/cli.h"
+#include "cli/cli.h"
 #include "crypto/keys.h"
 #include "shoal/config.h"
 

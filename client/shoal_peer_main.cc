@@ -6,9 +6,9 @@
 #include <cmath>
 #include <iostream>
 
-#include "core/cli.h"
-#include "core/cli_options.h"
-#include "core/data_parallel_flags.h"
+#include "cli/cli.h"
+#include "cli/options.h"
+#include "cli/data_parallel_flags.h"
 #include "shoal/config.h"
 #include "shoal/data.h"
 #include "shoal/peer.h"

@@ -9,7 +9,7 @@
 #include "aggregate/strategy.h"
 #include "codec/codec.h"
 #include "fuzz.h"
-#include "runtime/server/service_flags.h"
+#include "cli/service_flags.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace po = boost::program_options;

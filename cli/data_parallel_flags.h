@@ -1,6 +1,5 @@
 // The data-parallel flags of the CLIs that train with the built-in trainer (shoal-client,
 // shoal-peer): --gpus N, --ranks N, --bucket-mb M into BuiltinTrainerOptions (nn/data_parallel.h).
-// Header-only Boost.Program_options, like core/cli_options.h.
 #pragma once
 
 #include <boost/program_options.hpp>

@@ -1,5 +1,5 @@
-// Command-line parsing shared by the CLIs (Boost.Program_options; header-only so libshoal
-// itself does not depend on Boost).
+// Command-line parsing shared by the CLIs (Boost.Program_options, which only the cli/ library
+// and the mains link; nothing in sdk/ includes it).
 #pragma once
 
 #include <boost/program_options.hpp>
@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "core/cli.h"
+#include "cli/cli.h"
 #include "shoal/config.h"
 
 namespace shoal::cli {

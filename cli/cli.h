@@ -1,4 +1,5 @@
-// Helpers shared by the command-line programs: logging setup, signal handling, byte sizes.
+// Helpers shared by the command-line programs (the shoal_cli library beside the mains, not
+// libshoal): logging setup, signal handling, byte sizes, error exits.
 #pragma once
 
 #include <atomic>

@@ -1,6 +1,5 @@
 // The aggregator's command-line options, declared once for every CLI that runs the service:
 // shoal-aggregator, and shoal-sim (which accepts every task and strategy option of it).
-// Header-only Boost.Program_options, like core/cli_options.h, so libshoal does not link Boost.
 #pragma once
 
 #include <boost/program_options.hpp>
@@ -9,7 +8,7 @@
 #include <string>
 
 #include "codec/registry.h"
-#include "core/cli.h"
+#include "cli/cli.h"
 #include "runtime/server/service.h"
 
 namespace shoal::aggregator {
