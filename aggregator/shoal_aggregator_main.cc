@@ -4,12 +4,12 @@
 
 #include "cli/cli.h"
 #include "cli/options.h"
-#include "runtime/server/service.h"
+#include "shoal/server.h"
 #include "cli/service_flags.h"
 #include "aggregator_endpoints.h"
 
 namespace po = boost::program_options;
-using shoal::aggregator::AggregatorOptions;
+using shoal::ServerOptions;
 
 namespace {
 
@@ -18,7 +18,7 @@ constexpr const char* kProgram = "shoal-aggregator";
 }  // namespace
 
 int main(int argc, char** argv) {
-  AggregatorOptions o;
+  ServerOptions o;
   shoal::aggregator::ServiceFlags flags;
   std::string config_file, log_level, metrics_listen, status_listen;
   std::string log_format = "text";
@@ -63,10 +63,17 @@ int main(int argc, char** argv) {
   auto& reload = shoal::cli::InstallReloadSignal();
   shoal::telemetry::AggregatorEndpoints endpoints;
   if (!metrics_listen.empty() || !status_listen.empty()) endpoints.Observe(o);
-  auto service = shoal::aggregator::Service::Create(o);
-  if (!service.ok()) return shoal::cli::Fail(kProgram, service.status());
+  auto server = shoal::Server::Create(o);
+  if (!server.ok()) return shoal::cli::Fail(kProgram, server.status());
   if (auto st = endpoints.Start(metrics_listen, status_listen, kProgram); !st.ok()) return shoal::cli::Fail(kProgram, st);
-  shoal::Status st = (*service)->Run(stop, &reload);
+  // The signal handlers set flags; the loop hands them to the server between slices.
+  bool finished = false;
+  shoal::Status st;
+  while (!finished) {
+    if (stop.load()) (*server)->Stop();
+    if (reload.exchange(false)) (*server)->ReloadAllowList();
+    st = (*server)->Poll(100, &finished);
+  }
   if (!st.ok()) return shoal::cli::Fail(kProgram, st.message());
   return 0;
 }

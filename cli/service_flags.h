@@ -9,11 +9,11 @@
 
 #include "codec/registry.h"
 #include "cli/cli.h"
-#include "runtime/server/service.h"
+#include "shoal/server.h"
 
 namespace shoal::aggregator {
 
-// What the flags hold before they become AggregatorOptions (seconds, byte sizes as text).
+// What the flags hold before they become ServerOptions (seconds, byte sizes as text).
 struct ServiceFlags {
   std::string chunk_size = "16M";
   std::string optimizer = "sgd";
@@ -24,7 +24,7 @@ struct ServiceFlags {
 };
 
 // Round and liveness rules, limits, outputs: everything of the service but its transport.
-inline boost::program_options::options_description RoundOptions(AggregatorOptions& o, ServiceFlags& f) {
+inline boost::program_options::options_description RoundOptions(ServerOptions& o, ServiceFlags& f) {
   namespace po = boost::program_options;
   po::options_description d("Rounds");
   d.add_options()
@@ -55,7 +55,7 @@ inline boost::program_options::options_description RoundOptions(AggregatorOption
 }
 
 // The task sent to every client at Welcome, and the strategy.
-inline boost::program_options::options_description TaskOptions(AggregatorOptions& o, ServiceFlags& f) {
+inline boost::program_options::options_description TaskOptions(ServerOptions& o, ServiceFlags& f) {
   namespace po = boost::program_options;
   po::options_description d("Task (sent to every client at Welcome)");
   d.add_options()
@@ -97,7 +97,7 @@ inline boost::program_options::options_description TaskOptions(AggregatorOptions
 }
 
 // Hierarchical aggregation: this aggregator as an edge of a parent (runtime/server/edge.h).
-inline boost::program_options::options_description TierOptions(AggregatorOptions& o, ServiceFlags& f) {
+inline boost::program_options::options_description TierOptions(ServerOptions& o, ServiceFlags& f) {
   namespace po = boost::program_options;
   po::options_description d("Tiers (an edge aggregator: serves the parent's task to its own clients and sends the\n"
                             "parent their exact partial sum each round; its own task flags do not apply)");
@@ -111,7 +111,7 @@ inline boost::program_options::options_description TierOptions(AggregatorOptions
 }
 
 // Differential privacy around the strategy (aggregate/wrappers/dp.h).
-inline boost::program_options::options_description PrivacyOptions(AggregatorOptions& o, ServiceFlags& f) {
+inline boost::program_options::options_description PrivacyOptions(ServerOptions& o, ServiceFlags& f) {
   namespace po = boost::program_options;
   DpOptions& dp = o.dp;
   SecAggOptions& sa = o.secagg;
@@ -138,14 +138,14 @@ inline boost::program_options::options_description PrivacyOptions(AggregatorOpti
 
 // `--codec help` (or --codec-down help): prints every codec stage with its parameters, from
 // the stage registry, and says the program should exit.
-inline bool PrintCodecHelpIfAsked(const AggregatorOptions& o) {
+inline bool PrintCodecHelpIfAsked(const ServerOptions& o) {
   if (o.codec != "help" && o.codec_down != "help") return false;
   std::fputs(codec::StagesHelp().c_str(), stdout);
   return true;
 }
 
 // Moves the parsed flags into `o`; InvalidArgument names the flag.
-inline Status ApplyServiceFlags(const ServiceFlags& f, AggregatorOptions& o) {
+inline Status ApplyServiceFlags(const ServiceFlags& f, ServerOptions& o) {
   auto chunk = cli::ParseByteSize(f.chunk_size);
   if (!chunk.ok()) return Status::InvalidArgument("--chunk-size: " + chunk.status().message());
   if (*chunk > (1u << 30)) return Status::InvalidArgument("--chunk-size must be at most 1G");

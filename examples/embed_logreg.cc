@@ -138,6 +138,7 @@ int main(int argc, char** argv) {
   options.on_event = [](const shoal::ClientEvent& e) {
     if (e.kind == shoal::ClientEvent::Kind::kRoundDone)
       std::printf("round %llu: train_loss %.4f\n", static_cast<unsigned long long>(e.round), e.train_loss);
+    if (e.kind == shoal::ClientEvent::Kind::kFinished) std::printf("finished: %s\n", e.message.c_str());
   };
   shoal::Client client(options, std::make_unique<LogisticRegression>(std::move(*data), part->index, part->count));
   shoal::Status st = client.Run();

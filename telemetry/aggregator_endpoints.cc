@@ -4,12 +4,12 @@
 
 namespace shoal::telemetry {
 
-void AggregatorEndpoints::Observe(aggregator::AggregatorOptions& options) {
-  options.on_round = [this](const aggregator::RoundReport& r) {
+void AggregatorEndpoints::Observe(ServerOptions& options) {
+  options.on_round = [this](const RoundReport& r) {
     metrics_->OnRound(r);
     if (page_) page_->OnRound(r);
   };
-  options.on_status = [this](const aggregator::LiveStatus& s) {
+  options.on_status = [this](const LiveStatus& s) {
     metrics_->OnStatus(s);
     if (page_) page_->OnStatus(s);
   };

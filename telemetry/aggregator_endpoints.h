@@ -1,6 +1,6 @@
 // What shoal-aggregator serves to operators, besides its metrics file: the Prometheus endpoint
 // (--metrics-listen) and the live status page (--status-listen), both fed by the service's
-// typed observers. Keeps the main thin: Observe before Service::Create, Start after it.
+// typed observers. Keeps the main thin: Observe before Server::Create, Start after it.
 #pragma once
 
 #include <memory>
@@ -16,7 +16,7 @@ class AggregatorEndpoints {
  public:
   // Sets options.on_round and on_status to feed the metrics and the page (whichever run).
   // This object must outlive the service.
-  void Observe(aggregator::AggregatorOptions& options);
+  void Observe(ServerOptions& options);
   // Starts what is asked for (an empty address: not that one) and logs each URL. The errors
   // of MetricsEndpoint::Start and StatusPage::Start.
   Status Start(const std::string& metrics_listen, const std::string& status_listen, const std::string& program);

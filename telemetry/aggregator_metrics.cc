@@ -7,7 +7,7 @@ namespace shoal::telemetry {
 AggregatorMetrics::AggregatorMetrics()
     : round_seconds_({0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600}) {}
 
-void AggregatorMetrics::OnRound(const aggregator::RoundReport& r) {
+void AggregatorMetrics::OnRound(const RoundReport& r) {
   std::lock_guard<std::mutex> lock(mu_);
   ++rounds_;
   reported_ += r.clients_reported;
@@ -21,7 +21,7 @@ void AggregatorMetrics::OnRound(const aggregator::RoundReport& r) {
   last_ = r;
 }
 
-void AggregatorMetrics::OnStatus(const aggregator::LiveStatus& s) {
+void AggregatorMetrics::OnStatus(const LiveStatus& s) {
   std::lock_guard<std::mutex> lock(mu_);
   live_ = s;
   live_.clients.clear();  // the per-client list is the status page's, not exported here
@@ -29,8 +29,8 @@ void AggregatorMetrics::OnStatus(const aggregator::LiveStatus& s) {
 
 std::vector<prometheus::MetricFamily> AggregatorMetrics::Collect() const {
   std::lock_guard<std::mutex> lock(mu_);
-  const aggregator::RoundReport none;
-  const aggregator::RoundReport& r = last_ ? *last_ : none;
+  const RoundReport none;
+  const RoundReport& r = last_ ? *last_ : none;
   FamilyList out;
   out.Counter("shoal_rounds_completed_total", "rounds completed by this process").Value(static_cast<double>(rounds_));
   out.Gauge("shoal_last_completed_round", "the last completed round, counting those resumed from a checkpoint")
@@ -68,7 +68,7 @@ std::vector<prometheus::MetricFamily> AggregatorMetrics::Collect() const {
     out.Gauge("shoal_train_loss", "clients' mean training loss in the last round").Value(r.train_loss);
   }
   out.Gauge("shoal_strategy_value", "the strategy's own values after the last round (epsilon with DP, ...)");
-  for (const aggregator::StrategyMetric& m : r.strategy_metrics) out.Value(m.value, {{"name", m.name}});
+  for (const StrategyMetric& m : r.strategy_metrics) out.Value(m.value, {{"name", m.name}});
   return out.Take();
 }
 

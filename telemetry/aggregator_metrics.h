@@ -24,23 +24,23 @@
 #include <optional>
 
 #include "metrics_endpoint.h"
-#include "runtime/server/service.h"
+#include "shoal/server.h"
 
 namespace shoal::telemetry {
 
 class AggregatorMetrics : public prometheus::Collectable {
  public:
   AggregatorMetrics();
-  void OnRound(const aggregator::RoundReport& r);
-  void OnStatus(const aggregator::LiveStatus& s);
+  void OnRound(const RoundReport& r);
+  void OnStatus(const LiveStatus& s);
   std::vector<prometheus::MetricFamily> Collect() const override;
 
  private:
   mutable std::mutex mu_;
   uint64_t rounds_ = 0, reported_ = 0, dropped_ = 0, bytes_up_ = 0, bytes_down_ = 0, dense_ = 0, resyncs_ = 0;
   double decode_seconds_ = 0;
-  std::optional<aggregator::RoundReport> last_;
-  aggregator::LiveStatus live_;
+  std::optional<RoundReport> last_;
+  LiveStatus live_;
   prometheus::Histogram round_seconds_;
 };
 

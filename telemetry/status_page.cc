@@ -159,7 +159,7 @@ StatusPage::~StatusPage() {
   if (server_) server_->close();
 }
 
-void StatusPage::OnRound(const aggregator::RoundReport& r) {
+void StatusPage::OnRound(const RoundReport& r) {
   nlohmann::json line = {{"round", r.round},
                          {"test_accuracy", r.test_accuracy},
                          {"test_loss", r.test_loss},
@@ -173,7 +173,7 @@ void StatusPage::OnRound(const aggregator::RoundReport& r) {
   if (rounds_.size() > kMaxRounds) rounds_.erase(rounds_.begin(), rounds_.begin() + (rounds_.size() - kMaxRounds));
 }
 
-void StatusPage::OnStatus(const aggregator::LiveStatus& s) {
+void StatusPage::OnStatus(const LiveStatus& s) {
   std::lock_guard<std::mutex> lock(mu_);
   live_ = s;
 }
@@ -181,7 +181,7 @@ void StatusPage::OnStatus(const aggregator::LiveStatus& s) {
 nlohmann::json StatusPage::Snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
   nlohmann::json clients = nlohmann::json::array();
-  for (const aggregator::ClientStatus& c : live_.clients)
+  for (const ClientStatus& c : live_.clients)
     clients.push_back({{"id", c.id},
                        {"name", c.name},
                        {"seconds_since_seen", c.seconds_since_seen},

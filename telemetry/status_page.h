@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/server/service.h"
+#include "shoal/server.h"
 #include "shoal/status.h"
 
 class CivetServer;
@@ -29,8 +29,8 @@ class StatusPage {
   ~StatusPage();
   const std::string& address() const { return address_; }  // HOST:PORT bound
 
-  void OnRound(const aggregator::RoundReport& r);  // appended to the history (the last kMaxRounds)
-  void OnStatus(const aggregator::LiveStatus& s);
+  void OnRound(const RoundReport& r);  // appended to the history (the last kMaxRounds)
+  void OnStatus(const LiveStatus& s);
   // What /status.json returns.
   nlohmann::json Snapshot() const;
 
@@ -41,7 +41,7 @@ class StatusPage {
   class Handler;
   std::string title_;
   mutable std::mutex mu_;
-  aggregator::LiveStatus live_;
+  LiveStatus live_;
   std::vector<nlohmann::json> rounds_;
   std::unique_ptr<Handler> page_, json_;
   std::unique_ptr<CivetServer> server_;  // last: stopped first, before the handlers go

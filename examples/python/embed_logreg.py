@@ -24,7 +24,7 @@ from array import array
 
 # ---- the C ABI, declared once ----------------------------------------------------------------
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 TRAINER_VERSION = 1
 OK, INVALID_ARGUMENT, NOT_FOUND, INTERNAL, CANCELLED = 0, 1, 2, 9, 7
 EVENT_CONNECTED, EVENT_ROUND_DONE, EVENT_FINISHED = 0, 3, 5

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -46,7 +47,7 @@ static void sleep_ms(int ms) {
   nanosleep(&t, NULL);
 }
 
-static int free_port(void) {
+static inline int free_port(void) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a;
   memset(&a, 0, sizeof a);
@@ -80,6 +81,25 @@ static void write_blobs_csv(const char* path) {
     fprintf(f, "%d\n", label);
   }
   fclose(f);
+}
+
+/* The work directory WORK_DIR (created) and the blobs CSV in it (g_csv, g_csv_spec). */
+static void setup_work_dir(const char* dir) {
+  g_dir = dir;
+  mkdir(g_dir, 0755);
+  snprintf(g_csv, sizeof g_csv, "%s/blobs.csv", g_dir);
+  write_blobs_csv(g_csv);
+  snprintf(g_csv_spec, sizeof g_csv_spec, "csv:%s", g_csv);
+}
+
+/* The test's verdict as its exit code. */
+static int finish_test(const char* name) {
+  if (g_failures) {
+    fprintf(stderr, "%s: %d check(s) failed\n", name, g_failures);
+    return 1;
+  }
+  printf("%s: all checks passed\n", name);
+  return 0;
 }
 
 #endif /* SHOAL_TESTS_CAPI_COMMON_H_ */

@@ -313,11 +313,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "usage: capi_peer_test WORK_DIR\n");
     return 2;
   }
-  g_dir = argv[1];
-  mkdir(g_dir, 0755);
-  snprintf(g_csv, sizeof g_csv, "%s/blobs.csv", g_dir);
-  write_blobs_csv(g_csv);
-  snprintf(g_csv_spec, sizeof g_csv_spec, "csv:%s", g_csv);
+  setup_work_dir(argv[1]);
   CHECK_STATUS(shoal_set_log_callback(NULL, NULL, SHOAL_LOG_WARN), SHOAL_OK);
 
   test_misuse();
@@ -325,10 +321,5 @@ int main(int argc, char** argv) {
   test_allgather_swarm(1);
   test_stop();
 
-  if (g_failures) {
-    fprintf(stderr, "capi_peer_test: %d check(s) failed\n", g_failures);
-    return 1;
-  }
-  printf("capi_peer_test: all checks passed\n");
-  return 0;
+  return finish_test("capi_peer_test");
 }

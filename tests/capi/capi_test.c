@@ -744,11 +744,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   g_aggregator = argv[1];
-  g_dir = argv[2];
-  mkdir(g_dir, 0755);
-  snprintf(g_csv, sizeof g_csv, "%s/blobs.csv", g_dir);
-  write_blobs_csv(g_csv);
-  snprintf(g_csv_spec, sizeof g_csv_spec, "csv:%s", g_csv);
+  setup_work_dir(argv[2]);
   CHECK_STATUS(shoal_set_log_callback(NULL, NULL, SHOAL_LOG_WARN), SHOAL_OK);
 
   test_version_and_names();
@@ -761,10 +757,5 @@ int main(int argc, char** argv) {
   test_failing_callbacks();
   test_cancel();
 
-  if (g_failures) {
-    fprintf(stderr, "capi_test: %d check(s) failed\n", g_failures);
-    return 1;
-  }
-  printf("capi_test: all checks passed\n");
-  return 0;
+  return finish_test("capi_test");
 }

@@ -13,7 +13,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace po = boost::program_options;
-  shoal::aggregator::AggregatorOptions o;
+  shoal::ServerOptions o;
   shoal::aggregator::ServiceFlags flags;
   po::options_description all;
   all.add(shoal::aggregator::RoundOptions(o, flags))

@@ -348,6 +348,40 @@ TEST(Federated, EmbeddedCApplicationThroughTheCAbi) {
   EXPECT_NE(apps[1]->Stdout().find("own loop: "), std::string::npos) << apps[1]->Stdout();
 }
 
+// The aggregator embedded in an application (examples/embed_server.cc: shoal::Server stepped
+// from the application's loop, with its own evaluator): two embedding clients train; the
+// evaluator's score is the round's test score and its own metric reaches the metrics line;
+// once the worst class reaches the target, the application ends training and the clients get
+// Bye (they exit 0 instead of waiting for a restart).
+TEST(Federated, EmbeddedServerWithTheApplicationsEvaluator) {
+  const std::string dir = TempDir("embed-server");
+  const int port = FreePort();
+  Process server("embed_server",
+                 {"--listen", Endpoint(port), "--rounds", "40", "--target", "0.8", "--metrics-out", dir + "/run.jsonl"},
+                 dir + "/server", kOneThread);
+  std::vector<std::unique_ptr<Process>> apps;
+  for (int i = 0; i < 2; ++i)
+    apps.push_back(std::make_unique<Process>(
+        "embed_logreg", std::vector<std::string>{"--connect", Endpoint(port), "--partition", std::to_string(i) + "/2"},
+        dir + "/app" + std::to_string(i)));
+  ASSERT_EQ(server.Wait(seconds(120)), 0) << server.Stderr();
+  ExpectAllExitZero(apps);
+  auto lines = ReadJsonLines(dir + "/run.jsonl");
+  ASSERT_GE(lines.size(), 2u);
+  ASSERT_LT(lines.size(), 40u) << "the target should end training early";
+  const auto& last = lines.back();
+  EXPECT_GE(last["eval_worst_class_accuracy"].get<double>(), 0.8) << last.dump();
+  EXPECT_LE(last["eval_worst_class_accuracy"].get<double>(), last["test_accuracy"].get<double>()) << last.dump();
+  EXPECT_LT(lines[0]["eval_worst_class_accuracy"].get<double>(), 0.8) << lines[0].dump();
+  EXPECT_EQ(last["evaluations_failed"], 0);
+  EXPECT_NE(server.Stdout().find("target 0.80 reached after " + std::to_string(lines.size()) + " rounds"), std::string::npos)
+      << server.Stdout();
+  for (auto& app : apps)
+    EXPECT_NE(app->Stdout().find("finished: the application ended training after " + std::to_string(lines.size()) + " rounds"),
+              std::string::npos)
+        << app->Stdout();
+}
+
 // The Python application (examples/python: ctypes, standard library only) joins the same way.
 TEST(Federated, EmbeddedPythonApplicationThroughCtypes) {
   if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";

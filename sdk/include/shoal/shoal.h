@@ -5,10 +5,13 @@
  * (a versioned struct of callbacks), or trains Shoal's built-in model on a dataset, and runs
  * the client blocking (shoal_client_run) or steps it from its own event loop
  * (shoal_client_step). The same trainer trains in a serverless swarm as a peer
- * (shoal_peer_run). See examples/c/ and examples/python/.
+ * (shoal_peer_run). The aggregator itself runs inside an application too (shoal_server_*),
+ * scoring each round's model with the application's own evaluator. See examples/c/ and
+ * examples/python/.
  *
  * ABI history: 1: the client, trainer and datasets. 2: peers (shoal_peer_*), and
- * shoal_round.keep_optimizer_state. Fields added since at the end of a struct (compatible,
+ * shoal_round.keep_optimizer_state. 3: the aggregator as a library (shoal_server_*,
+ * shoal_evaluator, shoal_eval_metric). Fields added since at the end of a struct (compatible,
  * read when struct_size covers them): shoal_peer_options.overlap; shoal_builtin_options.ranks and
  * bucket_bytes; shoal_client_options' privacy policy (require_secagg ... trusted_roster).
  *
@@ -46,7 +49,7 @@ extern "C" {
 #endif
 
 /* The ABI this header describes. Compare with shoal_abi_version() at run time. */
-#define SHOAL_ABI_VERSION 2
+#define SHOAL_ABI_VERSION 3
 
 /* ---- status, version, errors, logging ------------------------------------------------ */
 
@@ -426,6 +429,137 @@ SHOAL_EXPORT const char* shoal_peer_last_error(const shoal_peer* peer);
 /* Frees the peer. After shoal_peer_run has returned (the trainer's destroy has run when the
  * run ended; for a peer that never ran, it runs here). NULL is a no-op. */
 SHOAL_EXPORT void shoal_peer_destroy(shoal_peer* peer);
+
+/* ---- the aggregator (shoal/server.h; README "The aggregator as a library"; ABI 3) --- */
+
+typedef struct shoal_server shoal_server;
+
+/* One committed round, as the server reports it. Valid during the call. */
+typedef struct shoal_round_report {
+  size_t struct_size;
+  uint64_t round;
+  uint32_t clients_selected, clients_reported, clients_dropped, clients_registered;
+  double test_loss, test_accuracy;  /* the evaluator's (or the held-out split's) score after the round */
+  double train_loss;                /* the clients' reported mean, weighted by examples */
+  uint64_t bytes_up, bytes_down;    /* frames on the wire this round */
+  double seconds;                   /* from the tasks going out to the round's close */
+  const char* model_hash;           /* of the global model after the round (BLAKE2b-256, hex) */
+  int model_updated;                /* nonzero when the round changed the model */
+  uint64_t evaluations_failed;      /* rounds so far whose evaluator failed (each still committed) */
+} shoal_round_report;
+/* Called on the thread in shoal_server_run/step after each round is committed (metrics
+ * written, checkpoint saved). */
+typedef void (*shoal_round_fn)(void* user, const shoal_round_report* report);
+
+typedef struct shoal_server_options {
+  size_t struct_size;             /* set by shoal_server_options_init */
+  /* Transport */
+  const char* listen;             /* ZeroMQ endpoint to bind. Default: "tcp://0.0.0.0:7070" (all interfaces) ("tcp://127.0.0.1:0": a free
+                                     port, see shoal_server_endpoint) */
+  const char* secret_key_file;    /* this aggregator's PREFIX.key (shoal-keygen): CurveZMQ. Default: NULL */
+  const char* allow_keys;         /* the clients' public keys: a file or a directory. Default: NULL */
+  int insecure;                   /* nonzero: a non-loopback listen without keys. Default: 0 */
+  /* Rounds */
+  uint64_t rounds;                /* stop after this many rounds (Bye to clients); 0: until stopped. Default: 0 */
+  uint32_t min_clients;           /* registered clients needed before a round starts. Default: 2 */
+  double fraction;                /* share of registered clients selected per round, (0, 1]. Default: 1 */
+  uint32_t min_results;           /* fewer updates than this leave the model unchanged. Default: 1 */
+  uint32_t round_timeout_ms;      /* Default: 60000 */
+  uint32_t heartbeat_interval_ms; /* Default: 1000 */
+  uint32_t heartbeat_timeout_ms;  /* a client silent this long is dropped. Default: 10000 */
+  uint32_t max_clients;           /* registration cap. Default: 1000 */
+  double max_update_norm;         /* updates with a larger L2 norm are refused; 0: no bound. Default: 1e4 */
+  /* Task (sent to every client) and strategy */
+  const char* model;              /* model spec, e.g. "linear", "mlp:64". Default: "mlp" */
+  const char* dataset;            /* e.g. "digits", "csv:PATH". Default: "digits" */
+  const char* data_dir;           /* Default: NULL ($SHOAL_DATA_DIR or ~/.cache/shoal) */
+  uint64_t seed;                  /* Default: 0 */
+  double test_fraction;           /* held-out share of the dataset. Default: 0.2 */
+  const char* standardize;        /* "auto" (on for csv:), "on", "off": features scaled by the training split's
+                                     statistics, sent in the task (the application's trainers must apply them:
+                                     "off" for trainers that do not). Default: "auto" */
+  const char* strategy;           /* "fedavg", "fedprox", "fedadam", "median", "fedbuff", ... Default: "fedavg" */
+  float learning_rate;            /* the clients'. Default: 0.1 */
+  uint32_t local_epochs;          /* Default: 1 */
+  uint32_t local_steps;           /* > 0: this many local steps a round instead of epochs. Default: 0 */
+  uint32_t batch_size;            /* Default: 32 */
+  const char* optimizer;          /* the clients': "sgd", "adamw", "demo". Default: "sgd" */
+  float momentum;                 /* sgd. Default: 0.9 */
+  float weight_decay;             /* Default: 0 */
+  float server_learning_rate;     /* 0: the strategy's default. Default: 0 */
+  const char* codec;              /* upload codec spec, e.g. "int8". Default: "none" */
+  const char* codec_down;         /* download codec spec. Default: NULL (the upload codec) */
+  /* Privacy */
+  int secagg;                     /* nonzero: secure aggregation (SecAgg+). Default: 0 */
+  double dp_clip;                 /* > 0: differential privacy with this L2 bound. Default: 0 */
+  double dp_noise_multiplier;     /* Default: 0 */
+  /* Outputs */
+  const char* metrics_out;        /* JSON lines, one per round. Default: NULL (none) */
+  const char* checkpoint_dir;     /* checkpoint each round here. Default: NULL (none) */
+  int resume;                     /* nonzero: continue from checkpoint_dir's last round. Default: 0 */
+  int print_table;                /* nonzero: a per-round table on stdout. Default: 0 */
+  shoal_round_fn on_round;        /* Default: NULL */
+  void* round_user;               /* passed to on_round */
+} shoal_server_options;
+
+/* Handed to evaluate() for the duration of the call. */
+typedef struct shoal_eval_context shoal_eval_context;
+/* Adds a named value to the round's report (the metrics line's "eval_<name>"); name is 1 to 64
+ * of [a-z0-9_] (else the round's evaluation counts as failed). Only during evaluate(). */
+SHOAL_EXPORT shoal_status shoal_eval_metric(shoal_eval_context* context, const char* name, double value);
+
+#define SHOAL_EVALUATOR_VERSION 1
+
+/* The application's evaluation of the global model, in place of the aggregator's own on the
+ * dataset's held-out split. Callbacks run on the thread in shoal_server_run/step; error, of
+ * error_size bytes, takes a reason when one fails (returns nonzero). */
+typedef struct shoal_evaluator {
+  uint32_t version;  /* SHOAL_EVALUATOR_VERSION */
+  void* user;        /* passed to every callback */
+  /* Optional (NULL). Once, before the first round, with the task (its layout). A failure
+   * ends the run with it. */
+  int (*configure)(void* user, const shoal_task* task, char* error, size_t error_size);
+  /* Required. Scores `count` floats (the committed global model, in layout order) after
+   * round `round`. A failure is logged and counted (shoal_round_report.evaluations_failed);
+   * the round keeps its commit and the run goes on. */
+  int (*evaluate)(void* user, uint64_t round, const float* params, size_t count, shoal_eval_context* context,
+                  double* loss, double* accuracy, char* error, size_t error_size);
+  /* Optional (NULL). Called once when the server no longer needs `user` (destroyed, or the
+   * evaluator replaced). */
+  void (*destroy)(void* user);
+} shoal_evaluator;
+
+/* As shoal_client_options_init: pass sizeof(shoal_server_options). */
+SHOAL_EXPORT shoal_status shoal_server_options_init(shoal_server_options* options, size_t struct_size);
+/* Loads the dataset, builds the model (or restores the checkpoint) and binds the endpoint, into
+ * *server; free it with shoal_server_destroy. A bad option, a port in use or a missing dataset
+ * fails here with a message. */
+SHOAL_EXPORT shoal_status shoal_server_create(const shoal_server_options* options, shoal_server** server);
+/* The application's evaluator (copied); before the first run or step (else
+ * SHOAL_FAILED_PRECONDITION). NULL goes back to the built-in evaluation. */
+SHOAL_EXPORT shoal_status shoal_server_set_evaluator(shoal_server* server, const shoal_evaluator* evaluator);
+/* Serves until shoal_server_stop (SHOAL_OK) or `rounds` rounds are done (clients get Bye;
+ * SHOAL_OK). Other statuses only for failures that make serving impossible. Once per server. */
+SHOAL_EXPORT shoal_status shoal_server_run(shoal_server* server);
+/* For an application's own event loop, instead of shoal_server_run: serves for about
+ * timeout_ms and returns. *finished = 0 while the run goes on; once it is over, *finished = 1
+ * and the status is what shoal_server_run would have returned (later steps return it again). */
+SHOAL_EXPORT shoal_status shoal_server_step(shoal_server* server, uint32_t timeout_ms, int* finished);
+/* Makes a running shoal_server_run/step finish promptly (checkpointed rounds are kept;
+ * clients are not told and wait for the server to come back).
+ * Thread-safe and async-signal-safe for a valid handle. */
+SHOAL_EXPORT shoal_status shoal_server_stop(shoal_server* server);
+/* Ends training as if the last round were done: the open round is abandoned, every client
+ * gets Bye, and run/step finish with SHOAL_OK. Thread-safe and async-signal-safe. */
+SHOAL_EXPORT shoal_status shoal_server_finish(shoal_server* server);
+/* The endpoint bound (with the port chosen for port 0). Valid until shoal_server_destroy;
+ * NULL for NULL. */
+SHOAL_EXPORT const char* shoal_server_endpoint(const shoal_server* server);
+/* The message of the last failed call on this server ("" if none); valid until the next call. */
+SHOAL_EXPORT const char* shoal_server_last_error(const shoal_server* server);
+/* Frees the server (after run/step has returned), calling the evaluator's destroy. NULL is a
+ * no-op. */
+SHOAL_EXPORT void shoal_server_destroy(shoal_server* server);
 
 /* ---- datasets (for applications that train themselves on Shoal's datasets) --------- */
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "shoal/status.h"
+#include "shoal/server.h"
 #include "shoal/trainer.h"
 
 namespace shoal::aggregator {
@@ -38,32 +39,9 @@ struct ClientFailure {
   std::string reason;            // "deadline", "disconnected", "rejected: ..."
 };
 
-// Strategy settings from the command line / config file.
-struct StrategyOptions {
-  // "fedavg" | "fedprox" | "demo" | FedOpt: "fedavgm" | "fedadam" | "fedyogi" | "fedadagrad" |
-  // robust: "median" | "trimmed_mean" | "krum" | "multi_krum" | "centered_clip" |
-  // asynchronous: "fedbuff"
-  std::string name = "fedavg";
-  float learning_rate = 0.05f;   // client learning rate sent in each round's config
-  uint32_t local_epochs = 1;
-  uint32_t local_steps = 0;
-  float prox_mu = 0.01f;         // fedprox only
-  // FedAvg family: scales the averaged delta (1 = plain FedAvg); FedOpt: the server
-  // optimizer's step size. 0 = the strategy's default (1, or 0.01 for fedadam/fedyogi and 0.1
-  // for fedadagrad).
-  float server_learning_rate = 0.0f;
-  float server_momentum = 0.9f;  // fedavgm
-  float server_beta1 = 0.9f;     // fedadam, fedyogi, fedadagrad (first moment)
-  float server_beta2 = 0.99f;    // fedadam, fedyogi (second moment)
-  float server_tau = 1e-3f;      // fedadam, fedyogi, fedadagrad: adaptivity, added to sqrt(v)
-  // Robust rules: the share of each round's reports assumed Byzantine: trimmed_mean drops
-  // floor(b n) values at each end, krum/multi_krum take f = floor(b n).
-  float byzantine_fraction = 0.2f;
-  float clip_radius = 0.0f;      // centered_clip: tau; 0 = the median distance, each iteration
-  uint32_t clip_iterations = 3;  // centered_clip: L
-  uint32_t buffer_size = 10;     // fedbuff: K, the updates buffered per commit
-  uint32_t max_staleness = 20;   // fedbuff: an update trained from an older model is refused as late
-};
+// StrategyOptions and StrategyMetric are public (shoal/server.h).
+using shoal::StrategyMetric;
+using shoal::StrategyOptions;
 
 // How an asynchronous strategy wants the service to run (Strategy::asynchronous): no rounds
 // that wait for a cohort; every busy client trains on the model version it holds, and a
@@ -99,11 +77,6 @@ class Accumulator {
 
 // One value a strategy reports about the round it just finished (DP: "epsilon"), written
 // into the round's metrics line under its name.
-struct StrategyMetric {
-  std::string name;
-  double value = 0.0;
-};
-
 class Strategy {
  public:
   virtual ~Strategy() = default;

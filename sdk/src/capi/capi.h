@@ -10,6 +10,7 @@
 #include <new>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "shoal/shoal.h"
 #include "shoal/status.h"
@@ -86,6 +87,24 @@ void InitLogRouting();
 Status CheckCTrainer(const shoal_trainer& trainer);
 // The application's callbacks (checked) as a shoal::Trainer; it calls their destroy when freed.
 std::unique_ptr<Trainer> MakeCTrainer(const shoal_trainer& trainer);
+
+// A callback's failure (nonzero rc, the reason it wrote into error) as a Status naming the
+// callback: "the WHO's CALLBACK callback failed (rc): reason".
+Status CallbackStatus(const char* who, const char* callback, int rc, const char* error);
+// The size of the reason buffer handed to a callback.
+constexpr size_t kErrorBytes = 1024;
+
+// A task as the shoal_task a callback reads; everything it points at lives in `task` and in
+// this object.
+class CTask {
+ public:
+  explicit CTask(const TaskConfig& task);
+  const shoal_task* get() const { return &ct_; }
+
+ private:
+  std::vector<shoal_tensor> tensors_;
+  shoal_task ct_{};
+};
 
 // shoal_builtin_options as the C++ API takes them (struct_size and the partition checked).
 StatusOr<BuiltinTrainerOptions> BuiltinOptions(const shoal_builtin_options* options);

@@ -9,20 +9,44 @@
 #include "capi/capi.h"
 
 namespace shoal::capi {
+
+// A callback's failure as a Status: its return value (a shoal_status, or any nonzero as
+// Internal) and the reason it wrote.
+Status CallbackStatus(const char* who, const char* callback, int rc, const char* error) {
+  const StatusCode code = rc > 0 && rc <= SHOAL_PERMISSION_DENIED ? static_cast<StatusCode>(rc) : StatusCode::kInternal;
+  std::string reason = error && error[0] ? std::string(error) : "no reason given";
+  return Status(code, std::string("the ") + who + "'s " + callback + " callback failed (" + std::to_string(rc) +
+                          "): " + reason);
+}
+
+CTask::CTask(const TaskConfig& task) {
+  size_t offset = 0;
+  for (const auto& spec : task.layout) {
+    const size_t n = static_cast<size_t>(spec.numel());
+    tensors_.push_back({spec.name.c_str(), offset, n, spec.shape.size(), spec.shape.data()});
+    offset += n;
+  }
+  ct_.struct_size = sizeof ct_;
+  ct_.model = task.model.c_str();
+  ct_.dataset = task.dataset.c_str();
+  ct_.num_params = offset;
+  ct_.num_tensors = tensors_.size();
+  ct_.tensors = tensors_.data();
+  ct_.optimizer = task.optimizer.name.c_str();
+  ct_.learning_rate = task.optimizer.learning_rate;
+  ct_.momentum = task.optimizer.momentum;
+  ct_.weight_decay = task.optimizer.weight_decay;
+  ct_.local_epochs = task.local_epochs;
+  ct_.local_steps = task.local_steps;
+  ct_.batch_size = task.batch_size;
+  ct_.seed = task.seed;
+  ct_.test_fraction = task.test_fraction;
+}
+
 namespace {
 
 // What a caller's struct_size must cover: every field of the ABI that introduced the struct.
 constexpr size_t kBuiltinOptionsAbi1 = SHOAL_SIZE_THROUGH(shoal_builtin_options, precision);
-
-// A callback's failure as a Status: its return value (a shoal_status, or any nonzero as
-// Internal) and the reason it wrote.
-Status CallbackStatus(const char* callback, int rc, const char* error) {
-  const StatusCode code = rc > 0 && rc <= SHOAL_PERMISSION_DENIED ? static_cast<StatusCode>(rc) : StatusCode::kInternal;
-  std::string reason = error && error[0] ? std::string(error) : "no reason given";
-  return Status(code, std::string("the trainer's ") + callback + " callback failed (" + std::to_string(rc) + "): " + reason);
-}
-
-constexpr size_t kErrorBytes = 1024;
 
 class CTrainer final : public Trainer {
  public:
@@ -39,34 +63,11 @@ class CTrainer final : public Trainer {
   uint64_t num_examples() const override { return t_.num_examples; }
 
   Status Configure(const TaskConfig& task) override {
-    // Everything the shoal_task points at lives here for the call.
-    std::vector<shoal_tensor> tensors;
-    size_t offset = 0;
-    for (const auto& spec : task.layout) {
-      const size_t n = static_cast<size_t>(spec.numel());
-      tensors.push_back({spec.name.c_str(), offset, n, spec.shape.size(), spec.shape.data()});
-      offset += n;
-    }
-    shoal_task ct{};
-    ct.struct_size = sizeof ct;
-    ct.model = task.model.c_str();
-    ct.dataset = task.dataset.c_str();
-    ct.num_params = offset;
-    ct.num_tensors = tensors.size();
-    ct.tensors = tensors.data();
-    ct.optimizer = task.optimizer.name.c_str();
-    ct.learning_rate = task.optimizer.learning_rate;
-    ct.momentum = task.optimizer.momentum;
-    ct.weight_decay = task.optimizer.weight_decay;
-    ct.local_epochs = task.local_epochs;
-    ct.local_steps = task.local_steps;
-    ct.batch_size = task.batch_size;
-    ct.seed = task.seed;
-    ct.test_fraction = task.test_fraction;
+    const CTask ct(task);  // everything it points at lives for the call
     char error[kErrorBytes] = "";
-    const int rc = t_.configure(t_.user, &ct, error, sizeof error);
+    const int rc = t_.configure(t_.user, ct.get(), error, sizeof error);
     error[sizeof error - 1] = '\0';
-    if (rc != 0) return CallbackStatus("configure", rc, error);
+    if (rc != 0) return CallbackStatus("trainer", "configure", rc, error);
     return Status::Ok();
   }
 
@@ -87,11 +88,11 @@ class CTrainer final : public Trainer {
     double loss = NAN;
     int rc = t_.train(t_.user, &r, context, &examples, &loss, error, sizeof error);
     error[sizeof error - 1] = '\0';
-    if (rc != 0) return ctx.cancelled() ? Status::Cancelled("cancelled") : CallbackStatus("train", rc, error);
+    if (rc != 0) return ctx.cancelled() ? Status::Cancelled("cancelled") : CallbackStatus("trainer", "train", rc, error);
     std::vector<float> local(global.size());
     rc = t_.get_parameters(t_.user, local.data(), local.size(), error, sizeof error);
     error[sizeof error - 1] = '\0';
-    if (rc != 0) return CallbackStatus("get_parameters", rc, error);
+    if (rc != 0) return CallbackStatus("trainer", "get_parameters", rc, error);
     out->delta.resize(local.size());
     for (size_t i = 0; i < local.size(); ++i) out->delta[i] = local[i] - global[i];
     out->num_examples = examples;
@@ -107,7 +108,7 @@ class CTrainer final : public Trainer {
     uint64_t n = 0;
     const int rc = t_.evaluate(t_.user, &loss, &accuracy, &n, error, sizeof error);
     error[sizeof error - 1] = '\0';
-    if (rc != 0) return CallbackStatus("evaluate", rc, error);
+    if (rc != 0) return CallbackStatus("trainer", "evaluate", rc, error);
     *out = EvalResult{loss, accuracy, n};
     return Status::Ok();
   }
@@ -116,7 +117,7 @@ class CTrainer final : public Trainer {
   Status SetParameters(std::span<const float> params, char* error) {
     const int rc = t_.set_parameters(t_.user, params.data(), params.size(), error, kErrorBytes);
     error[kErrorBytes - 1] = '\0';
-    return rc == 0 ? Status::Ok() : CallbackStatus("set_parameters", rc, error);
+    return rc == 0 ? Status::Ok() : CallbackStatus("trainer", "set_parameters", rc, error);
   }
 
   shoal_trainer t_;

@@ -189,7 +189,9 @@ TEST_F(RuntimeTest, AParentRefusesMalformedPartialSums) {
   const size_t n = 6 * 3 + 3;  // the linear model on 6 features, 3 classes
   auto sum_of = [](size_t size, float value, uint64_t weight) {
     aggregator::ExactSum s(size);
-    if (weight) EXPECT_TRUE(s.Add(std::vector<float>(size, value), weight).ok());
+    if (weight) {
+      EXPECT_TRUE(s.Add(std::vector<float>(size, value), weight).ok());
+    }
     return s.Serialize();
   };
   RawMember edge(fed, "edge", [&](uint64_t round, uint64_t session, uint32_t id, uint64_t seq) {

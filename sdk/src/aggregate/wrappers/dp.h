@@ -44,19 +44,7 @@
 
 namespace shoal::aggregator {
 
-struct DpOptions {
-  double clip = 0.0;                // --dp-clip: L2 bound C of each client's update; 0 = DP off
-  double noise_multiplier = 0.0;    // --dp-noise-multiplier z (noise stddev z * C on the sum)
-  double target_epsilon = 0.0;      // --dp-target-epsilon: choose z so that --rounds rounds spend this
-  double delta = 1e-5;              // --dp-delta
-  double epsilon_budget = 0.0;      // --dp-epsilon-budget: no round may take epsilon past it; 0 = no limit
-  double clip_quantile = 0.0;       // --dp-clip-quantile gamma in (0, 1): adaptive clipping; 0 = fixed C
-  double clip_learning_rate = 0.2;  // --dp-clip-lr: adaptive clipping's geometric step
-  // --dp-mode distributed (with secure aggregation): each client clips its own update and adds
-  // its share of discrete Gaussian noise (runtime/secure_sum.h); the wrapper only accounts.
-  bool distributed = false;
-  bool enabled() const { return clip > 0.0; }
-};
+using shoal::DpOptions;  // public: shoal/server.h
 
 // The noise multiplier the options ask for: --dp-noise-multiplier, or the smallest that
 // spends --dp-target-epsilon over `rounds` rounds at `sampling_rate`.

@@ -72,7 +72,7 @@ void Peer::Speculate() {
   bool all = false;
   const std::vector<std::string> authors = Eligible(step, &all);
   if (!all) return;
-  Speculation s{.step = step, .w_before = w_, .state_before = exchange_->SaveState(), .hash_before = hash_,
+  Speculation s{.step = step, .entries = {}, .w_before = w_, .state_before = exchange_->SaveState(), .hash_before = hash_,
                 .since = Clock::now()};
   for (const auto& a : authors) s.entries.emplace_back(a, updates_[step].at(a).payload_hash);
   if (Status st = Apply(step, authors); !st.ok()) {  // the commit will say what to do (a resync)

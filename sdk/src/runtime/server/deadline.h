@@ -15,14 +15,11 @@
 #include <deque>
 #include <vector>
 
+#include "shoal/server.h"
+
 namespace shoal::aggregator {
 
-struct DeadlineOptions {
-  double quantile = 0.0;   // Q in (0, 1); 0 = a fixed deadline (--round-timeout)
-  double margin = 1.5;     // multiplies the quantile
-  uint32_t window = 5;     // rounds of observations kept
-  uint32_t min_ms = 500;   // never closes a round sooner
-};
+using shoal::DeadlineOptions;  // public: shoal/server.h
 
 class AdaptiveDeadline {
  public:

@@ -141,6 +141,27 @@ void Service::Impl::SettleContributors(const std::vector<Reported>& results, boo
   }
 }
 
+Evaluation Service::Impl::EvaluateGlobal() {
+  if (!evaluator_) {
+    const EvalResult e = nn::Evaluate(*model_, global_.span(), test_);
+    return Evaluation{.loss = e.loss, .accuracy = e.accuracy, .metrics = {}};
+  }
+  Evaluation e;
+  Status st = evaluator_->Evaluate(global_.span(), round_.number, &e);
+  for (const auto& [name, value] : e.metrics) {
+    const bool ok = !name.empty() && name.size() <= 64 &&
+                    std::all_of(name.begin(), name.end(), [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; });
+    if (st.ok() && !ok) st = Status::InvalidArgument("metric name '" + name + "' is not 1 to 64 of [a-z0-9_]");
+  }
+  if (st.ok() && !(std::isfinite(e.loss) && std::isfinite(e.accuracy)))
+    st = Status::InvalidArgument("a loss or accuracy that is not finite");
+  if (st.ok()) return e;
+  ++evaluations_failed_;
+  spdlog::error("round {}: the application's evaluator failed ({}); the round is committed without a score",
+                round_.number, st.ToString());
+  return Evaluation{};
+}
+
 Status Service::Impl::CloseRound() {
   if (!async_) {  // an asynchronous strategy's clients keep training for the next commits
     for (uint32_t id : round_.selected) {
@@ -201,7 +222,7 @@ Status Service::Impl::CloseRound() {
   }
   // The root evaluates the model; an edge holds the root's model and leaves that to it (its
   // metrics line has no test_ fields).
-  const EvalResult eval = edge_ ? EvalResult{} : nn::Evaluate(*model_, global_.span(), test_);
+  const Evaluation eval = edge_ ? Evaluation{} : EvaluateGlobal();
   last_completed_ = round_.number;
   const double seconds = std::chrono::duration<double>(Clock::now() - round_.started).count();
   const transport::Traffic& t = server_->traffic();
@@ -238,6 +259,7 @@ Status Service::Impl::CloseRound() {
   r.clients_registered = clients_.size();
   r.test_loss = eval.loss;
   r.test_accuracy = eval.accuracy;
+  for (const auto& [name, value] : eval.metrics) r.evaluation_metrics.push_back({name, value});
   r.train_loss = weight ? train_loss / static_cast<double>(weight) : 0.0;
   r.bytes_up = bytes_up;
   r.bytes_down = bytes_down;
@@ -259,6 +281,7 @@ Status Service::Impl::CloseRound() {
   r.connections = server_->handshakes().connections;
   r.handshakes_failed = server_->handshakes().failed();
   r.handshakes_refused = server_->handshakes().failed_auth;
+  r.evaluations_failed = evaluations_failed_;
   r.secure = server_->secure();
   r.allow_list_keys = allow_list_ ? allow_list_->size() : 0;
   if (edge_) ReportToParent(r.clients_reported, r.train_loss);
@@ -292,6 +315,8 @@ Status Service::Impl::CloseRound() {
       {"allow_list_keys", r.allow_list_keys},
   };
   for (const StrategyMetric& m : r.strategy_metrics) line[m.name] = m.value;
+  for (const StrategyMetric& m : r.evaluation_metrics) line["eval_" + m.name] = m.value;
+  if (evaluator_) line["evaluations_failed"] = r.evaluations_failed;
   if (slow_codec_) line["updates_slow_codec"] = round_.slow_codec_updates;
   uint64_t via_edges = 0;  // client updates inside edge aggregators' partial sums
   for (const auto& rep : results) via_edges += rep.partial_updates;

@@ -301,71 +301,89 @@ void Service::Impl::SendByeToAll(const std::string& reason) {
 // was killed between the last checkpoint and the Bye), and wait to reconnect. For two
 // heartbeat timeouts (by then a client that lost its aggregator has registered again), every
 // client that registers is told the run is over instead of waiting out its reconnect timeout.
-Status Service::Impl::TellLateClientsTheRunIsOver(const std::atomic<bool>& stop) {
-  const std::string why = "training finished after " + std::to_string(last_completed_) + " rounds";
-  spdlog::info("all {} rounds are already done; telling clients that register in the next {} ms", o_.rounds,
-               2 * o_.heartbeat_timeout_ms);
-  const auto until = Clock::now() + 2 * std::chrono::milliseconds(o_.heartbeat_timeout_ms);
-  while (!stop.load() && Clock::now() < until) {
-    SHOAL_ASSIGN_OR_RETURN(auto in, server_->Recv(std::chrono::milliseconds(50)));
-    if (in) Handle(*in);
-    Flush();
-    if (!clients_.empty()) SendByeToAll(why);
-  }
-  return Status::Ok();
+std::optional<Status> Service::Impl::TellLateClientsTheRunIsOver(Clock::time_point until, std::chrono::milliseconds max_wait) {
+  if (Clock::now() >= until) return Status::Ok();
+  SHOAL_ASSIGN_OR_RETURN(auto in, server_->Recv(std::min(max_wait, std::chrono::milliseconds(50))));
+  if (in) Handle(*in);
+  Flush();
+  if (!clients_.empty()) SendByeToAll("training finished after " + std::to_string(last_completed_) + " rounds");
+  return std::nullopt;
 }
 
-Status Service::Impl::Run(const std::atomic<bool>& stop, std::atomic<bool>* reload) {
-  round_.number = last_completed_;
-  if (o_.rounds && last_completed_ >= o_.rounds) return TellLateClientsTheRunIsOver(stop);
-  while (!stop.load()) {
-    if (reload && reload->exchange(false)) ReloadAllowList();
-    if (auto over = edge_ ? edge_->finished() : std::nullopt) {  // the parent's Bye, or a refusal for good
-      SendByeToAll(over->ok() ? edge_->bye_reason() : "this edge aggregator's parent refused it: " + over->message());
-      return *over;
-    }
-    // Short polls while outboxes wait for room, so transfers flow without delay.
-    const auto timeout = std::chrono::milliseconds(OutboxPending() ? 2 : 50);
-    SHOAL_ASSIGN_OR_RETURN(auto in, server_->Recv(timeout));
-    if (in) Handle(*in);
-    // Drain what else is queued (up to 20 ms) before housekeeping, so heartbeats waiting
-    // behind a burst are seen before anyone is declared silent.
-    // A full buffer (asynchronous strategies) commits before any further update is read: a
-    // commit holds exactly --buffer-size updates.
-    const auto drain_until = Clock::now() + std::chrono::milliseconds(20);
-    while (in && Clock::now() < drain_until && !(async_ && round_.open && BufferFull())) {
-      SHOAL_ASSIGN_OR_RETURN(in, server_->Recv(std::chrono::milliseconds(0)));
-      if (in) Handle(*in);
-    }
-    Flush();
-    ExpireClients();
-    PublishStatus();
-    if (round_.open && round_.secagg) AdvanceSecAgg();  // its stages end the round
-    // Never into a full buffer: its model is about to be replaced.
-    if (round_.open && async_ && dispatch_pending_ && !RoundResolved()) DispatchIdle();
-    // An edge's round also ends when its parent has moved on.
-    const bool deadline = async_ ? round_.open && BufferDeadline()
-                                 : !round_.secagg && (Clock::now() >= round_.deadline ||
-                                                      (edge_ && round_.open && edge_->Superseded(round_.number)));
-    if (round_.open && (RoundResolved() || deadline)) {
-      SHOAL_RETURN_IF_ERROR(CloseRound());
-      if (o_.rounds && last_completed_ >= o_.rounds) {
-        spdlog::info("completed {} rounds; sending Bye to {} clients", last_completed_, clients_.size());
-        SendByeToAll("training finished after " + std::to_string(last_completed_) + " rounds");
-        return Status::Ok();
-      }
-    }
-    if (!round_.open) {
-      if (auto why = strategy_->StopBefore(last_completed_ + 1)) {
-        spdlog::warn("stopping after round {}: {}", last_completed_, *why);
-        SendByeToAll(*why);
-        return Status::Ok();
-      }
-      if (MaybeStartRound()) Flush();
+Status Service::Impl::Run(const std::atomic<bool>& stop, std::atomic<bool>* reload, const std::atomic<bool>* finish) {
+  for (;;) {
+    if (auto over = Turn(stop, reload, std::chrono::milliseconds(50), finish)) return *over;
+  }
+}
+
+std::optional<Status> Service::Impl::Turn(const std::atomic<bool>& stop, std::atomic<bool>* reload,
+                                          std::chrono::milliseconds max_wait, const std::atomic<bool>* finish) {
+  if (!serving_) {  // the first turn
+    serving_ = true;
+    round_.number = last_completed_;
+    if (evaluator_) SHOAL_RETURN_IF_ERROR(evaluator_->Configure(task_).WithContext("the application's evaluator"));
+    if (o_.rounds && last_completed_ >= o_.rounds) {
+      spdlog::info("all {} rounds are already done; telling clients that register in the next {} ms", o_.rounds,
+                   2 * o_.heartbeat_timeout_ms);
+      late_until_ = Clock::now() + 2 * std::chrono::milliseconds(o_.heartbeat_timeout_ms);
     }
   }
-  spdlog::info("stopping on request after round {} (checkpointed rounds are kept)", last_completed_);
-  return Status::Ok();
+  if (late_until_) return stop.load() ? Status::Ok() : TellLateClientsTheRunIsOver(*late_until_, max_wait);
+  if (stop.load()) {
+    spdlog::info("stopping on request after round {} (checkpointed rounds are kept)", last_completed_);
+    return Status::Ok();
+  }
+  if (finish && finish->load()) {
+    const std::string why = "the application ended training after " + std::to_string(last_completed_) + " rounds";
+    spdlog::info("{}; sending Bye to {} clients", why, clients_.size());
+    SendByeToAll(why);
+    return Status::Ok();
+  }
+  if (reload && reload->exchange(false)) ReloadAllowList();
+  if (auto over = edge_ ? edge_->finished() : std::nullopt) {  // the parent's Bye, or a refusal for good
+    SendByeToAll(over->ok() ? edge_->bye_reason() : "this edge aggregator's parent refused it: " + over->message());
+    return *over;
+  }
+  // Short polls while outboxes wait for room, so transfers flow without delay.
+  const auto timeout = std::min(max_wait, std::chrono::milliseconds(OutboxPending() ? 2 : 50));
+  SHOAL_ASSIGN_OR_RETURN(auto in, server_->Recv(timeout));
+  if (in) Handle(*in);
+  // Drain what else is queued (up to 20 ms) before housekeeping, so heartbeats waiting
+  // behind a burst are seen before anyone is declared silent.
+  // A full buffer (asynchronous strategies) commits before any further update is read: a
+  // commit holds exactly --buffer-size updates.
+  const auto drain_until = Clock::now() + std::chrono::milliseconds(20);
+  while (in && Clock::now() < drain_until && !(async_ && round_.open && BufferFull())) {
+    SHOAL_ASSIGN_OR_RETURN(in, server_->Recv(std::chrono::milliseconds(0)));
+    if (in) Handle(*in);
+  }
+  Flush();
+  ExpireClients();
+  PublishStatus();
+  if (round_.open && round_.secagg) AdvanceSecAgg();  // its stages end the round
+  // Never into a full buffer: its model is about to be replaced.
+  if (round_.open && async_ && dispatch_pending_ && !RoundResolved()) DispatchIdle();
+  // An edge's round also ends when its parent has moved on.
+  const bool deadline = async_ ? round_.open && BufferDeadline()
+                               : !round_.secagg && (Clock::now() >= round_.deadline ||
+                                                    (edge_ && round_.open && edge_->Superseded(round_.number)));
+  if (round_.open && (RoundResolved() || deadline)) {
+    SHOAL_RETURN_IF_ERROR(CloseRound());
+    if (o_.rounds && last_completed_ >= o_.rounds) {
+      spdlog::info("completed {} rounds; sending Bye to {} clients", last_completed_, clients_.size());
+      SendByeToAll("training finished after " + std::to_string(last_completed_) + " rounds");
+      return Status::Ok();
+    }
+  }
+  if (!round_.open) {
+    if (auto why = strategy_->StopBefore(last_completed_ + 1)) {
+      spdlog::warn("stopping after round {}: {}", last_completed_, *why);
+      SendByeToAll(*why);
+      return Status::Ok();
+    }
+    if (MaybeStartRound()) Flush();
+  }
+  return std::nullopt;
 }
 
 StatusOr<std::unique_ptr<Service>> Service::Create(const AggregatorOptions& options) {
@@ -381,7 +399,14 @@ StatusOr<std::unique_ptr<Service>> Service::Create(const AggregatorOptions& opti
 
 Service::Service(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Service::~Service() = default;
-Status Service::Run(const std::atomic<bool>& stop, std::atomic<bool>* reload) { return impl_->Run(stop, reload); }
+Status Service::Run(const std::atomic<bool>& stop, std::atomic<bool>* reload, const std::atomic<bool>* finish) {
+  return impl_->Run(stop, reload, finish);
+}
+std::optional<Status> Service::Turn(const std::atomic<bool>& stop, std::atomic<bool>* reload,
+                                    std::chrono::milliseconds max_wait, const std::atomic<bool>* finish) {
+  return impl_->Turn(stop, reload, max_wait, finish);
+}
+void Service::SetEvaluator(std::shared_ptr<Evaluator> evaluator) { impl_->set_evaluator(std::move(evaluator)); }
 std::string Service::endpoint() const { return impl_->endpoint(); }
 uint64_t Service::rounds_completed() const { return impl_->rounds_completed(); }
 std::string Service::model_hash() const { return impl_->model_hash(); }

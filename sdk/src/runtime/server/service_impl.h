@@ -72,7 +72,10 @@ class Service::Impl {
 
   // Binds `listener`, or a ZeroMQ listener on options.listen when it is null.
   Status Init(std::unique_ptr<transport::Listener> listener);
-  Status Run(const std::atomic<bool>& stop, std::atomic<bool>* reload);
+  Status Run(const std::atomic<bool>& stop, std::atomic<bool>* reload, const std::atomic<bool>* finish = nullptr);
+  std::optional<Status> Turn(const std::atomic<bool>& stop, std::atomic<bool>* reload, std::chrono::milliseconds max_wait,
+                             const std::atomic<bool>* finish = nullptr);
+  void set_evaluator(std::shared_ptr<Evaluator> evaluator) { evaluator_ = std::move(evaluator); }
   std::string endpoint() const { return server_->endpoint(); }
   uint64_t rounds_completed() const { return last_completed_; }
   const std::string& model_hash() const { return global_hash_; }
@@ -228,6 +231,8 @@ class Service::Impl {
     return round_.results.size() + round_.failures.size() >= round_.selected.size();
   }
   Status CloseRound();
+  // The global model's score: the application's evaluator's, or the held-out split's.
+  Evaluation EvaluateGlobal();
   // A fresh round `number`; an asynchronous strategy's uploads in flight carry over to it.
   void ResetRound(uint64_t number);
 
@@ -267,7 +272,8 @@ class Service::Impl {
   void PrintTableRow(const RoundReport& r);
   Status SaveCheckpoint();
   void SendByeToAll(const std::string& reason);
-  Status TellLateClientsTheRunIsOver(const std::atomic<bool>& stop);
+  // After a resume with every round done: Bye to whoever registers until `until`.
+  std::optional<Status> TellLateClientsTheRunIsOver(Clock::time_point until, std::chrono::milliseconds max_wait);
 
   AggregatorOptions o_;
   std::optional<AsyncPolicy> async_;  // set for an asynchronous strategy (FedBuff)
@@ -310,6 +316,10 @@ class Service::Impl {
     unchanged_frames_.clear();
   }
   data::Dataset test_;
+  std::shared_ptr<Evaluator> evaluator_;  // the application's, in place of test_ (Server::SetEvaluator)
+  uint64_t evaluations_failed_ = 0;
+  bool serving_ = false;                          // Turn has run once
+  std::optional<Clock::time_point> late_until_;   // every round was done at start: Bye until then
   TaskConfig task_;
   ParameterArena global_;
   std::string global_hash_;
