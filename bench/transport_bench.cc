@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "crypto/keys.h"
-#include "protocol/envelope.h"
+#include "protocol/federated.h"
 #include "transport/zmq/zmq_channel.h"
 #include "transport/zmq/zap.h"
 

@@ -11,6 +11,7 @@
 #include "codec/codec.h"
 #include "core/rng.h"
 #include "crypto/keys.h"
+#include "protocol/federated.h"
 #include "protocol/peer.h"
 #include "protocol/secagg.h"
 

@@ -6,7 +6,7 @@
 #include <zmq.hpp>
 
 #include "harness.h"
-#include "protocol/envelope.h"
+#include "protocol/federated.h"
 
 namespace shoal::testing {
 namespace {

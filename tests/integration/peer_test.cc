@@ -13,6 +13,7 @@
 #include "crypto/keys.h"
 #include "harness.h"
 #include "shoal/data.h"
+#include "protocol/federated.h"
 #include "protocol/peer.h"
 
 namespace shoal::testing {
@@ -571,8 +572,8 @@ TEST(Peers, RingHopsAreFromThePredecessorSignedAndBounded) {
   const std::string view = "mallory\np0\np1\np2\n";
   const std::string ring = crypto::HashHex({reinterpret_cast<const uint8_t*>(view.data()), view.size()});
   const std::string made_up(64, 'e');
-  auto hop = [&](const std::string& hash, uint8_t phase, uint32_t hop) {
-    return protocol::RingSegment{.ring_hash = hash, .attempt = 0, .phase = phase, .hop = hop, .segment = 0,
+  auto hop = [&](const std::string& hash, uint8_t phase, uint32_t index) {
+    return protocol::RingSegment{.ring_hash = hash, .attempt = 0, .phase = phase, .hop = index, .segment = 0,
                                  .contributors = 1, .weight = 32, .loss = 1, .piece = 0, .chunk = {}, .signature = {}};
   };
   auto sign = [&](protocol::RingSegment& r, const std::vector<uint8_t>& payload) {

@@ -7,7 +7,7 @@
 
 #include "core/rng.h"
 #include "harness.h"
-#include "protocol/envelope.h"
+#include "protocol/federated.h"
 
 namespace shoal::testing {
 namespace {

@@ -21,7 +21,7 @@
 #include "crypto/keys.h"
 #include "harness.h"
 #include "nn/model_registry.h"
-#include "protocol/envelope.h"
+#include "protocol/federated.h"
 #include "relay.h"
 
 namespace shoal::testing {

@@ -13,7 +13,7 @@
 #include <variant>
 #include <vector>
 
-#include "protocol/envelope.h"
+#include "protocol/federated.h"
 #include "protocol/peer.h"
 #include "protocol/secagg.h"
 

@@ -21,7 +21,8 @@
 #include <vector>
 
 #include "crypto/crypto.h"
-#include "protocol/envelope.h"
+#include "protocol/chunks.h"
+#include "protocol/task.h"
 
 namespace shoal::protocol {
 

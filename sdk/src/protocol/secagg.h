@@ -5,7 +5,7 @@
 // roster is the state machines' business.
 #pragma once
 
-#include "protocol/envelope.h"
+#include "protocol/chunks.h"
 #include "privacy/secagg/protocol.h"
 
 namespace shoal::protocol {

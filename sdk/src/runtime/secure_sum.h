@@ -19,7 +19,7 @@
 #include "codec/codec.h"
 #include "privacy/dp/noise.h"
 #include "privacy/secagg/masking.h"
-#include "protocol/envelope.h"
+#include "protocol/federated.h"
 
 namespace shoal::runtime {
 

@@ -1,4 +1,4 @@
-#include "protocol/envelope.h"
+#include "protocol/federated.h"
 
 #include <gtest/gtest.h>
 

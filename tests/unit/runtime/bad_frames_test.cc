@@ -7,7 +7,7 @@
 #include "aggregate/exact_sum.h"
 #include "codec/codec.h"
 #include "federation.h"
-#include "protocol/envelope.h"
+#include "protocol/federated.h"
 #include "protocol/limits.h"
 
 namespace shoal::testing {

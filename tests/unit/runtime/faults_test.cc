@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "federation.h"
-#include "protocol/envelope.h"
+#include "protocol/federated.h"
 
 namespace shoal::testing {
 namespace {

@@ -25,7 +25,7 @@
 #include "codec/round_context.h"
 #include "crypto/crypto.h"
 #include "crypto/keys.h"
-#include "protocol/envelope.h"
+#include "protocol/federated.h"
 #include "protocol/messages.h"
 #include "runtime/client/hooks.h"
 #include "runtime/client/journal.h"

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "privacy/secagg/protocol.h"
-#include "protocol/envelope.h"
+#include "protocol/federated.h"
 #include "shoal/client.h"
 
 namespace shoal::runtime {

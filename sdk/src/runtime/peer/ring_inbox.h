@@ -12,7 +12,7 @@
 #include <tuple>
 
 #include "crypto/crypto.h"
-#include "protocol/envelope.h"
+#include "protocol/chunks.h"
 #include "runtime/peer/ring_allreduce.h"
 
 namespace shoal::peer {

@@ -40,7 +40,7 @@
 #include "nn/model_registry.h"
 #include "nn/optimizer.h"
 #include "crypto/keys.h"
-#include "protocol/envelope.h"
+#include "protocol/federated.h"
 #include "protocol/messages.h"
 #include "privacy/secagg/protocol.h"
 #include "runtime/secure_sum.h"
