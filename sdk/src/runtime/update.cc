@@ -25,8 +25,7 @@ class Encode final : public UpdateStage {
   Status Apply(Update& u) override {
     const auto started = std::chrono::steady_clock::now();
     // Into the update's own buffer: an update reused across rounds keeps its capacity.
-    SHOAL_RETURN_IF_ERROR(
-        codec_->EncodeInto(u.delta, codec::MakeRoundContext(seed_, u.round, codec::NameSeed(u.author)), &u.payload));
+    SHOAL_RETURN_IF_ERROR(EncodeUpload(*codec_, seed_, u.round, u.author, u.delta, &u.payload));
     u.report.encode_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     return Status::Ok();
   }
@@ -43,8 +42,7 @@ class Decode final : public UpdateStage {
   Refusal refusal() const override { return Refusal::kShapeMismatch; }
   Status Apply(Update& u) override {
     u.delta.resize(n_);
-    // The shared seed only: decoding needs nothing private to the author.
-    return codec_->Decode(u.payload, codec::MakeRoundContext(seed_, u.round, 0), u.delta);
+    return DecodeUpload(*codec_, seed_, u.round, u.payload, u.delta);
   }
 
  private:
@@ -89,5 +87,52 @@ std::unique_ptr<UpdateStage> DecodeStage(const codec::Codec* codec, uint64_t tas
   return std::make_unique<Decode>(codec, task_seed, n);
 }
 std::unique_ptr<UpdateStage> ValidateStage(double max_norm) { return std::make_unique<Validate>(max_norm); }
+
+Status EncodeUpload(codec::Codec& codec, uint64_t task_seed, uint64_t round, const std::string& author,
+                    std::span<const float> delta, std::vector<uint8_t>* payload) {
+  return codec.EncodeInto(delta, codec::MakeRoundContext(task_seed, round, codec::NameSeed(author)), payload);
+}
+
+Status DecodeUpload(const codec::Codec& codec, uint64_t task_seed, uint64_t round, std::span<const uint8_t> payload,
+                    std::span<float> out) {
+  // The shared seed only: decoding needs nothing private to the author.
+  return codec.Decode(payload, codec::MakeRoundContext(task_seed, round, 0), out);
+}
+
+namespace {
+
+// base + decode(payload) into *model; false when a value is not finite.
+StatusOr<bool> AddDecoded(const codec::Codec& codec, uint64_t task_seed, uint64_t round, std::span<const uint8_t> payload,
+                          std::span<const float> base, std::vector<float>* model) {
+  model->assign(base.size(), 0.0f);
+  SHOAL_RETURN_IF_ERROR(codec.Decode(payload, codec::MakeRoundContext(task_seed, round, 0), *model));
+  bool finite = true;
+  for (size_t i = 0; i < model->size(); ++i) {
+    (*model)[i] += base[i];
+    finite = finite && std::isfinite((*model)[i]);
+  }
+  return finite;
+}
+
+}  // namespace
+
+StatusOr<Download> EncodeDownload(codec::Codec& codec, uint64_t task_seed, uint64_t round, std::span<const float> delta,
+                                  std::span<const float> base) {
+  Download d;
+  SHOAL_ASSIGN_OR_RETURN(d.payload, codec.Encode(delta, codec::MakeRoundContext(task_seed, round, 0)));
+  std::vector<float> model;
+  auto finite = AddDecoded(codec, task_seed, round, d.payload, base, &model);
+  if (!finite.ok()) return finite.status().WithContext("decoding our own download delta");
+  if (*finite) d.model = std::move(model);
+  return d;
+}
+
+StatusOr<std::vector<float>> ApplyDownload(const codec::Codec& codec, uint64_t task_seed, uint64_t round,
+                                           std::span<const uint8_t> payload, std::span<const float> base) {
+  std::vector<float> model;
+  SHOAL_ASSIGN_OR_RETURN(const bool finite, AddDecoded(codec, task_seed, round, payload, base, &model));
+  if (!finite) return Status::Corruption("the model it makes is not finite");
+  return model;
+}
 
 }  // namespace shoal::runtime

@@ -139,12 +139,9 @@ Status Client::Impl::HandleRoundTask(const protocol::Header& h, const protocol::
     case protocol::PayloadEncoding::Codec: {
       const std::string& base = t.base_hash;
       if (replica_size() != n || replica_hash_ != base) return RequestResync(round, "replica is not the delta's base");
-      std::vector<float> delta(n);
-      Status decoded =
-          down_codec_->Decode(bytes, codec::MakeRoundContext(welcome_->task.seed, t.delta_round, 0), delta);
-      if (!decoded.ok()) return RequestResync(round, "global delta does not decode: " + decoded.message());
-      for (size_t i = 0; i < n; ++i) delta[i] += (*replica_)[i];  // the next replica, as base + delta
-      SetReplica(std::move(delta));
+      auto next = runtime::ApplyDownload(*down_codec_, welcome_->task.seed, t.delta_round, bytes, *replica_);
+      if (!next.ok()) return RequestResync(round, "global delta does not decode: " + next.status().message());
+      SetReplica(std::move(*next));
       if (hooks_.on_model) received.payload = std::move(bytes);
       break;
     }

@@ -9,6 +9,7 @@
 #include "codec/codec.h"
 #include "codec/round_context.h"
 #include "runtime/peer/peer_impl.h"
+#include "runtime/update.h"
 
 namespace shoal::peer {
 
@@ -212,7 +213,8 @@ Status Peer::Apply(uint64_t step, const std::vector<std::string>& authors) {
     if (mean) {
       SHOAL_RETURN_IF_ERROR(mean->Add(u.payload, ctx, w).WithContext(a + "'s update"));
     } else {
-      SHOAL_RETURN_IF_ERROR(codec_->Decode(u.payload, ctx, decoded).WithContext("decoding " + a + "'s update"));
+      SHOAL_RETURN_IF_ERROR(runtime::DecodeUpload(*codec_, swarm_info_.task.seed, step, u.payload, decoded)
+                                .WithContext("decoding " + a + "'s update"));
       SHOAL_RETURN_IF_ERROR(acc->Add({.client = a, .num_examples = w, .delta = decoded}).WithContext(a + "'s update"));
     }
     loss += static_cast<double>(w) * u.loss;
@@ -273,10 +275,9 @@ void Peer::MixStep() {
   }
   std::vector<float> decoded(n_);
   double spread = 0.0;
-  const auto ctx = codec::MakeRoundContext(swarm_info_.task.seed, step, 0);
   for (auto& [name, u] : got) {
     if (name == self_.name || !u.complete) continue;
-    if (!codec_->Decode(u.payload, ctx, decoded).ok()) continue;
+    if (!runtime::DecodeUpload(*codec_, swarm_info_.task.seed, step, u.payload, decoded).ok()) continue;
     if (!(*acc)->Add({.client = name, .num_examples = exchange_->Weight(u.num_examples), .delta = decoded}).ok()) continue;
     double d2 = 0.0;
     for (size_t i = 0; i < n_; ++i)

@@ -15,6 +15,7 @@
 #include "nn/optimizer.h"
 #include "protocol/limits.h"
 #include "runtime/peer/peer_impl.h"
+#include "runtime/update.h"
 
 namespace shoal::peer {
 
@@ -155,12 +156,10 @@ void Peer::LocalUpdate(uint64_t step) {
   const std::vector<float> vec = exchange_->Outgoing(w_, std::move(r.delta), &moved);
   if (moved) hash_ = crypto::ModelHash(w_);
   u.base_hash = hash_;
-  auto payload = codec_->Encode(vec, codec::MakeRoundContext(swarm_info_.task.seed, step, codec::NameSeed(self_.name)));
-  if (!payload.ok()) {
-    spdlog::error("peer {}: step {}: encoding the update failed: {}", self_.name, step, payload.status().message());
+  if (Status encoded = runtime::EncodeUpload(*codec_, swarm_info_.task.seed, step, self_.name, vec, &u.payload); !encoded.ok()) {
+    spdlog::error("peer {}: step {}: encoding the update failed: {}", self_.name, step, encoded.message());
     return;
   }
-  u.payload = std::move(*payload);
   const auto digest = crypto::Hash256(u.payload);
   u.payload_hash = crypto::ToHex(digest);
   u.signature = crypto::Sign(protocol::SignedUpdateBytes(swarm_, step, self_.name, u.base_hash, u.num_examples, u.loss, digest),

@@ -190,23 +190,12 @@ Status Service::Impl::CloseRound() {
   if (!edge_ && results.size() >= o_.min_results) {
     SHOAL_ASSIGN_OR_RETURN(auto delta, round_.accumulator->Finish(failures));
     if (delta) {
-      // The download codec compresses the global delta. The aggregator applies the DECODED
-      // delta to its own model, exactly as every client applies it to its replica, so all
-      // replicas stay bit-identical (checked by hash at the next RoundTask). It is applied to
-      // a copy first: a model that would hold NaN/Inf is never committed.
-      const auto ctx = codec::MakeRoundContext(o_.seed, round_.number, 0);
-      SHOAL_ASSIGN_OR_RETURN(auto payload, down_codec_->Encode(*delta, ctx));
-      std::vector<float> applied(global_.size());
-      SHOAL_RETURN_IF_ERROR(down_codec_->Decode(payload, ctx, applied).WithContext("decoding our own download delta"));
-      std::vector<float> next(global_.span().begin(), global_.span().end());
-      bool finite = true;
-      for (size_t i = 0; i < next.size(); ++i) {
-        next[i] += applied[i];
-        finite = finite && std::isfinite(next[i]);
-      }
-      if (finite) {
-        SHOAL_RETURN_IF_ERROR(global_.Assign(next));
-        last_delta_ = LastDelta{std::move(payload), global_hash_, round_.number};
+      // The download codec compresses the global delta; the model committed is the one every
+      // replica makes of the payload (runtime/update.h), and never one that holds NaN/Inf.
+      SHOAL_ASSIGN_OR_RETURN(auto down, runtime::EncodeDownload(*down_codec_, o_.seed, round_.number, *delta, global_.span()));
+      if (down.model) {
+        SHOAL_RETURN_IF_ERROR(global_.Assign(*down.model));
+        last_delta_ = LastDelta{std::move(down.payload), global_hash_, round_.number};
         updated = true;
       } else {
         spdlog::error("round {}: the aggregate would make the model non-finite; model unchanged", round_.number);

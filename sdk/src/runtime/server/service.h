@@ -1,7 +1,8 @@
-// The aggregator service: registers clients, runs rounds, aggregates with a Strategy,
-// evaluates on the held-out split, checkpoints and writes metrics. One thread, one event
-// loop over a transport::Listener (ZeroMQ, or the in-process network): Create does all
-// setup, Run() only the loop.
+// The aggregator service behind the public shoal::Server (shoal/server.h): registers clients,
+// runs rounds, aggregates with a Strategy, evaluates (the held-out split, or the application's
+// Evaluator), checkpoints and writes metrics. One thread, one event loop over a
+// transport::Listener (ZeroMQ, or the in-process network of tests and shoal-sim): Create does
+// all setup, Run() or Turn() only the loop.
 #pragma once
 
 #include <atomic>
