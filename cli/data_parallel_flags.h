@@ -1,10 +1,14 @@
-// The data-parallel flags of the CLIs that train with the built-in trainer (shoal-client,
-// shoal-peer): --gpus N, --ranks N, --bucket-mb M into BuiltinTrainerOptions (nn/data_parallel.h).
+// The built-in trainer's flags shared by the CLIs that train with it (shoal-client, shoal-peer):
+// the data-parallel ones (--gpus N, --ranks N, --bucket-mb M into BuiltinTrainerOptions,
+// nn/data_parallel.h) and --partition.
 #pragma once
 
 #include <boost/program_options.hpp>
 #include <string>
 
+#include <unistd.h>
+
+#include "shoal/data.h"
 #include "shoal/status.h"
 #include "shoal/trainer.h"
 
@@ -40,6 +44,21 @@ inline Status ApplyDataParallelFlags(const boost::program_options::variables_map
   if (to.ranks == 0) return Status::InvalidArgument("--ranks must be at least 1");
   if (!(f.bucket_mb >= 0 && f.bucket_mb <= 4096)) return Status::InvalidArgument("--bucket-mb must be in [0, 4096]");
   to.bucket_bytes = static_cast<size_t>(f.bucket_mb * (1 << 20));
+  return Status::Ok();
+}
+
+// --partition i/n into the trainer's part; and, when *name is empty, the name HOST-partI-of-N
+// (shoal-client's and shoal-peer's default).
+inline Status ApplyPartitionFlag(const std::string& partition, BuiltinTrainerOptions& to, std::string* name) {
+  auto part = data::ParsePartition(partition);
+  if (!part.ok()) return Status::InvalidArgument("--partition: " + part.status().message());
+  to.partition_index = part->index;
+  to.partition_count = part->count;
+  if (name->empty()) {
+    char host[256] = "host";
+    gethostname(host, sizeof host - 1);
+    *name = std::string(host) + "-part" + std::to_string(part->index) + "-of-" + std::to_string(part->count);
+  }
   return Status::Ok();
 }
 

@@ -133,7 +133,9 @@ TEST(Privacy, SecAggOverRealProcessesLearnsAndRecoversAKilledClient) {
         EXPECT_EQ(l["secagg_recovered"], 0);
         EXPECT_EQ(l["secagg_neighbours"], 3) << "4 clients: the full graph";
       }
-      if (run == 2) EXPECT_NEAR(l["epsilon"].get<double>(), EpsilonAfter(1.0, 0.05, i + 1), 1e-9);
+      if (run == 2) {
+        EXPECT_NEAR(l["epsilon"].get<double>(), EpsilonAfter(1.0, 0.05, i + 1), 1e-9);
+      }
     }
     accuracy.push_back(lines.back()["test_accuracy"].get<double>());
   }
@@ -257,10 +259,11 @@ TEST(Privacy, SecAggWithATrustedRosterOverRealProcesses) {
         EXPECT_FALSE(l["model_updated"].get<bool>()) << l.dump();
       }
     }
-    if (!whole)
+    if (!whole) {
       EXPECT_NE(clients[0]->Stderr().find("with an identity that is not in this client's trusted roster"),
                 std::string::npos)
           << clients[0]->Stderr();
+    }
   }
 }
 

@@ -468,7 +468,9 @@ TEST(PipelineTest, CompositesMatchTheComposedStageReferences) {
   for (const auto& t : tensors) {
     double dot = 0, dd = 0, ee = 0, uu = 0;
     for (size_t i = t.offset; i < t.offset + t.size; ++i) {
-      if (t.shape.rows == 1) ASSERT_EQ(d32[i], u[i]) << i;
+      if (t.shape.rows == 1) {
+        ASSERT_EQ(d32[i], u[i]) << i;
+      }
       dot += (u[i] - d32[i]) * static_cast<double>(d32[i]);
       dd += static_cast<double>(d32[i]) * d32[i];
       ee += (u[i] - d32[i]) * static_cast<double>(u[i] - d32[i]);

@@ -289,7 +289,9 @@ TEST_F(CurveChannels, AFrameOverTheBoundDropsTheConnectionUndelivered) {
   while (server_channel_->handshakes().disconnected == disconnected && std::chrono::steady_clock::now() < until) {
     auto in = server_channel_->Recv(milliseconds(20));
     ASSERT_TRUE(in.ok());
-    if (*in) EXPECT_LE((*in)->frame.bytes().size(), 5u) << "the oversized frame was delivered";
+    if (*in) {
+      EXPECT_LE((*in)->frame.bytes().size(), 5u) << "the oversized frame was delivered";
+    }
     (void)alice->Recv(milliseconds(1));
   }
   EXPECT_GT(server_channel_->handshakes().disconnected, disconnected) << "the connection was not dropped";

@@ -166,7 +166,7 @@ struct ClientPolicy {
   double colluding_fraction = 0.0;
   // When set, every roster identity must be in it (a roster the operator vouches for); else
   // any identity that signs its own advert is accepted. Default: unset.
-  std::shared_ptr<const TrustedKeys> trusted;
+  std::shared_ptr<const TrustedKeys> trusted = nullptr;
 };
 
 // The neighbour graph's seed: BLAKE2b of the roster's adverts (ids, identities and this round's

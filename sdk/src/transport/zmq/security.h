@@ -25,15 +25,15 @@
 namespace shoal::transport {
 
 struct SecurityFlags {
-  std::string role;         // "aggregator", "client", "peer": for messages
-  std::string secret_key;   // its value
-  std::string others_flag;  // "--allow-keys" or "--server-key"
-  std::string others;       // its value
-  std::string others_what;  // what the others' keys are, e.g. "the public keys of the clients to admit"
+  std::string role{};         // "aggregator", "client", "peer": for messages
+  std::string secret_key{};   // its value
+  std::string others_flag{};  // "--allow-keys" or "--server-key"
+  std::string others{};       // its value
+  std::string others_what{};  // what the others' keys are, e.g. "the public keys of the clients to admit"
   bool insecure = false;
   // Endpoints this process exposes or talks to, as {flag, endpoint}: each must be loopback
   // unless keys or --insecure are given.
-  std::vector<std::pair<std::string, std::string>> endpoints;
+  std::vector<std::pair<std::string, std::string>> endpoints{};
   std::string secret_key_flag = "--secret-key";  // the flag that gives `secret_key`, for messages
 };
 
