@@ -1,7 +1,6 @@
 // shoal-peer: serverless training with other peers, no aggregator (shoal/peer.h).
 #include <boost/program_options.hpp>
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <iostream>
@@ -10,7 +9,6 @@
 #include "cli/options.h"
 #include "cli/data_parallel_flags.h"
 #include "shoal/config.h"
-#include "shoal/data.h"
 #include "shoal/peer.h"
 #include "peer_metrics.h"
 
@@ -100,10 +98,8 @@ int main(int argc, char** argv) {
   if (auto st = shoal::cli::InitLogging(log_level, "peer", log_format); !st.ok()) return shoal::cli::Fail(kProgram, st.message(), 2);
   if (auto st = shoal::cli::ApplyDataParallelFlags(vm, dp, o.data); !st.ok()) return shoal::cli::Fail(kProgram, st.message(), 2);
   o.task.dataset = o.data.dataset;
-  auto part = shoal::data::ParsePartition(partition);
-  if (!part.ok()) return shoal::cli::Fail(kProgram, "--partition: " + part.status().message(), 2);
-  o.data.partition_index = part->index;
-  o.data.partition_count = part->count;
+  if (auto st = shoal::cli::ApplyPartitionFlag(partition, o.data, &o.name); !st.ok())
+    return shoal::cli::Fail(kProgram, st.message(), 2);
   auto bytes = shoal::cli::ParseByteSize(chunk);
   if (!bytes.ok() || *bytes < 1024 || *bytes > (1u << 30)) return shoal::cli::Fail(kProgram, "--chunk-size must be 1K..1G", 2);
   o.chunk_bytes = static_cast<uint32_t>(*bytes);
@@ -113,11 +109,6 @@ int main(int argc, char** argv) {
   o.heartbeat_interval_ms = Millis(heartbeat_s);
   o.heartbeat_timeout_ms = Millis(heartbeat_timeout_s);
   o.join_timeout_ms = Millis(join_timeout_s);
-  if (o.name.empty()) {
-    char host[256] = "host";
-    gethostname(host, sizeof host - 1);
-    o.name = std::string(host) + "-part" + std::to_string(part->index) + "-of-" + std::to_string(part->count);
-  }
   std::unique_ptr<shoal::telemetry::MetricsEndpoint> endpoint;
   if (!metrics_listen.empty()) {
     auto metrics = std::make_shared<shoal::telemetry::PeerMetrics>();

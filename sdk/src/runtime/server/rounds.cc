@@ -149,7 +149,7 @@ Evaluation Service::Impl::EvaluateGlobal() {
   Evaluation e;
   Status st = evaluator_->Evaluate(global_.span(), round_.number, &e);
   for (const auto& [name, value] : e.metrics) {
-    const bool ok = !name.empty() && name.size() <= 64 &&
+    const bool ok = !name.empty() && name.size() <= protocol::kMaxMetricName &&
                     std::all_of(name.begin(), name.end(), [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'; });
     if (st.ok() && !ok) st = Status::InvalidArgument("metric name '" + name + "' is not 1 to 64 of [a-z0-9_]");
   }
