@@ -6,8 +6,8 @@
 // [classes]) on the application's own evaluation data, the held-out split of the dataset,
 // by hand (no Shoal layers), and reports, beside loss and accuracy, the accuracy of the
 // worst class: a number the built-in evaluation does not give. The application's loop steps
-// the server (Poll) and ends training (Finish: Bye to every client) once the worst class
-// reaches --target, or after --rounds rounds.
+// the server (Poll); its round observer ends training (Finish: Bye to every client) once the
+// worst class reaches --target, or the run ends after --rounds rounds.
 //
 //   embed_server --listen tcp://127.0.0.1:7070 --rounds 30 --target 0.8
 //   embed_logreg --connect tcp://127.0.0.1:7070 --partition 0/2
@@ -70,15 +70,11 @@ class HeldOutEvaluator final : public shoal::Evaluator {
     out->loss = loss / static_cast<double>(test_.n);
     out->accuracy = correct / static_cast<double>(test_.n);
     out->metrics = {{"worst_class_accuracy", worst}};
-    worst_ = worst;
     return shoal::Status::Ok();
   }
 
-  double worst() const { return worst_; }
-
  private:
   shoal::data::Dataset full_, test_;
-  double worst_ = 0.0;
 };
 
 }  // namespace
@@ -107,30 +103,37 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "embed_server: error: %s\n", data.status().message().c_str());
     return 1;
   }
+  // The gate, after every committed round (on the server's thread, inside Poll): the
+  // evaluator's own metric arrives in the round's report.
+  shoal::Server* running = nullptr;
+  o.on_round = [&](const shoal::RoundReport& r) {
+    double worst = 0.0;
+    for (const auto& m : r.evaluation_metrics)
+      if (m.name == "worst_class_accuracy") worst = m.value;
+    std::printf("round %llu: worst class %.4f\n", static_cast<unsigned long long>(r.round), worst);
+    if (worst >= target) {
+      std::printf("target %.2f reached after %llu rounds; stopping\n", target, static_cast<unsigned long long>(r.round));
+      running->Finish();  // Bye to every client (Stop would leave them waiting for a restart)
+    }
+  };
   auto server = shoal::Server::Create(o);
   if (!server.ok()) {
     std::fprintf(stderr, "embed_server: error: %s\n", server.status().message().c_str());
     return 1;
   }
-  auto evaluator = std::make_unique<HeldOutEvaluator>(std::move(*data));
-  const HeldOutEvaluator* eval = evaluator.get();
-  if (auto st = (*server)->SetEvaluator(std::move(evaluator)); !st.ok()) return 1;
+  running = server->get();
+  if (auto st = (*server)->SetEvaluator(std::make_unique<HeldOutEvaluator>(std::move(*data))); !st.ok()) return 1;
 
-  // The application's own loop: a slice of serving, then its own work (here: the gate).
+  // The application's own loop: a slice of serving (until a round commits, at most 50 ms),
+  // then its own work (here: counting the rounds it saw between slices).
   bool finished = false;
-  uint64_t reported = 0;
   shoal::Status st;
+  uint64_t last = 0, seen = 0;
   while (!finished) {
     st = (*server)->Poll(50, &finished);
-    const uint64_t done = (*server)->rounds_completed();
-    if (done == reported) continue;
-    reported = done;
-    std::printf("round %llu: worst class %.4f\n", static_cast<unsigned long long>(done), eval->worst());
-    if (eval->worst() >= target) {
-      std::printf("target %.2f reached after %llu rounds; stopping\n", target, static_cast<unsigned long long>(done));
-      (*server)->Finish();  // Bye to every client (Stop would leave them waiting for a restart)
-    }
+    if ((*server)->rounds_completed() != last) ++seen, last = (*server)->rounds_completed();
   }
+  std::printf("the loop saw %llu of %llu rounds\n", static_cast<unsigned long long>(seen), static_cast<unsigned long long>(last));
   if (!st.ok()) {
     std::fprintf(stderr, "embed_server: error: %s\n", st.message().c_str());
     return 1;

@@ -258,7 +258,9 @@ class Server {
   // OK). Errors only for failures that make serving impossible. Call at most once.
   Status Run();
   // Instead of Run(), for an application with its own event loop: serves for about
-  // `timeout_ms` and returns. While the run goes on it returns OK with *finished = false;
+  // `timeout_ms`, or until a round is committed if that comes first (so a loop that reads
+  // rounds_completed() after each call sees every round), and returns. While the run goes
+  // on it returns OK with *finished = false;
   // once it is over, *finished = true and the status is what Run() would have returned (and
   // stays so on later calls). Call from one thread at a time; do not mix with Run().
   Status Poll(uint32_t timeout_ms, bool* finished);

@@ -542,7 +542,7 @@ SHOAL_EXPORT shoal_status shoal_server_set_evaluator(shoal_server* server, const
  * SHOAL_OK). Other statuses only for failures that make serving impossible. Once per server. */
 SHOAL_EXPORT shoal_status shoal_server_run(shoal_server* server);
 /* For an application's own event loop, instead of shoal_server_run: serves for about
- * timeout_ms and returns. *finished = 0 while the run goes on; once it is over, *finished = 1
+ * timeout_ms, or until a round is committed if that comes first, and returns. *finished = 0 while the run goes on; once it is over, *finished = 1
  * and the status is what shoal_server_run would have returned (later steps return it again). */
 SHOAL_EXPORT shoal_status shoal_server_step(shoal_server* server, uint32_t timeout_ms, int* finished);
 /* Makes a running shoal_server_run/step finish promptly (checkpointed rounds are kept;
