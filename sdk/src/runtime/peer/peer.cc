@@ -63,10 +63,9 @@ Status Peer::InitTransport() {
 Status Peer::Run(const std::atomic<bool>& stop) {
   stop_ = &stop;
   SHOAL_RETURN_IF_ERROR(InitIdentity());
-  if (!o_.metrics_out.empty()) {
-    metrics_.open(o_.metrics_out, std::ios::trunc);
-    if (!metrics_) return Status::IoError("cannot open --metrics-out " + o_.metrics_out);
-  }
+  runtime::RecorderOptions ro;
+  ro.metrics_out = o_.metrics_out;
+  SHOAL_ASSIGN_OR_RETURN(recorder_, runtime::Recorder::Open(std::move(ro)));
   SHOAL_RETURN_IF_ERROR(InitTransport());
   std::vector<transport::Listener::Inbound> early;
   SHOAL_RETURN_IF_ERROR(Join(stop, &early));

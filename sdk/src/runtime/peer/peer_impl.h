@@ -42,6 +42,7 @@
 #include "runtime/peer/exchange.h"
 #include "runtime/peer/ring_allreduce.h"
 #include "runtime/peer/ring_inbox.h"
+#include "runtime/recorder.h"
 #include "runtime/transform_sum.h"
 #include "shoal/data.h"
 #include "shoal/peer.h"
@@ -204,7 +205,7 @@ class Peer {
   void MixStep();
   void FinishStep(uint64_t step, size_t included, double loss, double spread);
   void Evaluate(PeerStep* step);
-  void WriteStep(const PeerStep& s, double spread);  // the --metrics-out line
+  nlohmann::json StepExtras(const PeerStep& s, double spread) const;  // what the metrics line adds to the PeerStep
 
   // Ring all-reduce steps (ring.cc).
   void RingStep();
@@ -291,7 +292,7 @@ class Peer {
   std::unique_ptr<protocol::ChunkAssembler> state_assembler_;
 
   // Metrics.
-  std::ofstream metrics_;
+  std::unique_ptr<runtime::Recorder> recorder_;  // the --metrics-out lines
   uint64_t bytes_sent_ = 0, bytes_sent_at_step_ = 0, bytes_received_at_step_ = 0;
   Clock::time_point step_clock_ = Clock::now();
   uint64_t frames_rejected_ = 0, resyncs_ = 0, divergences_ = 0, readmitted_ = 0, ring_restarts_ = 0;

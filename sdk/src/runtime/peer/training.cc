@@ -201,52 +201,39 @@ void Peer::FinishStep(uint64_t step, size_t included, double loss, double spread
   s.resyncs = resyncs_;
   const uint64_t every = static_cast<uint64_t>(swarm_info_.Param("eval_every", 10));
   const bool last = swarm_info_.steps && step >= swarm_info_.steps;
-  if ((metrics_.is_open() || o_.on_step) && ((every && step % every == 0) || last)) Evaluate(&s);
+  if ((recorder_->writes_metrics() || o_.on_step) && ((every && step % every == 0) || last)) Evaluate(&s);
   if (o_.on_step) o_.on_step(s);
   bytes_sent_at_step_ = bytes_sent_;
   bytes_received_at_step_ = received;
   step_clock_ = Clock::now();
-  if (metrics_.is_open()) WriteStep(s, spread);
+  if (recorder_->writes_metrics()) {
+    // The swarm goes on without its metrics: said each time, never fatal to training.
+    if (Status st = recorder_->Record(s, StepExtras(s, spread)); !st.ok())
+      spdlog::error("step {}: {}", s.step, st.ToString());
+  }
   compute_seconds_ = apply_seconds_ = ring_seconds_ = 0;
 }
 
-void Peer::WriteStep(const PeerStep& s, double spread) {
+nlohmann::json Peer::StepExtras(const PeerStep& s, double spread) const {
   nlohmann::json line = {
-      {"step", s.step},
       {"name", self_.name},
       {"mode", swarm_info_.mode},
-      {"members", s.members},
-      {"included", s.included},
       {"leader", exchange_->finish() == Exchange::Finish::kLocalMix ? "" : Leader()},
-      {"loss", s.loss},
-      {"bytes_sent", s.bytes_sent},
-      {"bytes_received", s.bytes_received},
       {"bytes_dense_equiv", n_ * sizeof(float) * (s.members > 1 ? s.members - 1 : 0)},
-      {"model_hash", s.model_hash},
-      {"seconds", s.seconds},
       {"compute_seconds", compute_seconds_},
       {"apply_seconds", apply_seconds_},
-      {"resyncs", s.resyncs},
       {"divergences", divergences_},
       {"readmitted", readmitted_},
       {"ring_restarts", ring_restarts_},
       {"applied_ahead", applied_ahead_},
       {"rollbacks", rollbacks_},
-      {"frames_rejected", s.frames_rejected},
       {"rejected_by_code", rejected_by_code_},
   };
   if (spread >= 0) line["spread"] = spread;
   if (ring_seconds_ > 0) line["ring_seconds"] = ring_seconds_;
-  if (s.eval && s.eval_held_out) {
-    line["test_accuracy"] = s.eval->accuracy;
-    line["test_loss"] = s.eval->loss;
-    if (eval_model_->batch_kind() == nn::BatchKind::kTokens) line["test_bits_per_byte"] = nn::BitsPerByte(s.eval->loss);
-  } else if (s.eval) {
-    line["eval_accuracy"] = s.eval->accuracy;
-    line["eval_loss"] = s.eval->loss;
-  }
-  metrics_ << line.dump() << '\n';
-  metrics_.flush();
+  if (s.eval && s.eval_held_out && eval_model_->batch_kind() == nn::BatchKind::kTokens)
+    line["test_bits_per_byte"] = nn::BitsPerByte(s.eval->loss);
+  return line;
 }
 
 }  // namespace shoal::peer

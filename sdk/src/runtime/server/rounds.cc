@@ -274,37 +274,8 @@ Status Service::Impl::CloseRound() {
   r.secure = server_->secure();
   r.allow_list_keys = allow_list_ ? allow_list_->size() : 0;
   if (edge_) ReportToParent(r.clients_reported, r.train_loss);
-  nlohmann::json line = {
-      {"round", r.round},
-      {"clients_selected", r.clients_selected},
-      {"clients_reported", r.clients_reported},
-      {"clients_dropped", r.clients_dropped},
-      {"clients_registered", r.clients_registered},
-      {"test_loss", r.test_loss},
-      {"test_accuracy", r.test_accuracy},
-      {"train_loss", r.train_loss},
-      {"bytes_up", r.bytes_up},
-      {"bytes_down", r.bytes_down},
-      {"bytes_dense_equiv", r.bytes_dense_equiv},
-      {"seconds", r.seconds},
-      {"model_hash", r.model_hash},
-      {"model_updated", r.model_updated},
-      {"resyncs", r.resyncs},
-      {"encode_seconds", r.encode_seconds},
-      {"decode_seconds", r.decode_seconds},
-      {"frames_rejected", r.frames_rejected},
-      {"deadline_seconds", r.deadline_seconds},
-      {"updates_late", r.updates_late},
-      {"clients_moved", r.clients_moved},
-      {"rejected_by_code", r.rejected_by_code},
-      {"secure", r.secure},
-      {"connections", r.connections},
-      {"handshakes_failed", r.handshakes_failed},
-      {"handshakes_refused", r.handshakes_refused},
-      {"allow_list_keys", r.allow_list_keys},
-  };
-  for (const StrategyMetric& m : r.strategy_metrics) line[m.name] = m.value;
-  for (const StrategyMetric& m : r.evaluation_metrics) line["eval_" + m.name] = m.value;
+  // What the report does not hold, for the metrics line.
+  nlohmann::json line = nlohmann::json::object();
   if (evaluator_) line["evaluations_failed"] = r.evaluations_failed;
   if (slow_codec_) line["updates_slow_codec"] = round_.slow_codec_updates;
   uint64_t via_edges = 0;  // client updates inside edge aggregators' partial sums
@@ -314,10 +285,6 @@ Status Service::Impl::CloseRound() {
   if (model_->batch_kind() == nn::BatchKind::kTokens && !edge_) line["test_bits_per_byte"] = nn::BitsPerByte(r.test_loss);
   // A model that predicts one class scores the majority class's share: say so, once, with
   // the usual causes (from round 5: the first rounds may sit there briefly).
-  if (edge_) {
-    line.erase("test_loss");
-    line.erase("test_accuracy");
-  }
   if (majority_class_rate_ > 0 && !edge_) {
     line["majority_class_rate"] = majority_class_rate_;
     if (!majority_warned_ && r.round >= 5 && r.test_accuracy <= majority_class_rate_ + 0.005) {
@@ -331,9 +298,7 @@ Status Service::Impl::CloseRound() {
     line["client_eval_loss"] = eval_loss / eval_weight;
     line["client_eval_accuracy"] = eval_accuracy / eval_weight;
   }
-  SHOAL_RETURN_IF_ERROR(WriteMetrics(line));
-  SHOAL_RETURN_IF_ERROR(SaveCheckpoint());
-  if (o_.print_table) PrintTableRow(r);
+  SHOAL_RETURN_IF_ERROR(recorder_->Record(r, line, [this] { return CheckpointState(); }));
   spdlog::info("round {} done: accuracy {:.4f}, loss {:.4f}, {}/{} clients, {:.2f}s", r.round, r.test_accuracy,
                r.test_loss, r.clients_reported, r.clients_selected, r.seconds);
   if (o_.on_round) o_.on_round(r);

@@ -197,11 +197,13 @@ Status Service::Impl::Init(std::unique_ptr<transport::Listener> listener) {
   }
   global_hash_ = crypto::ModelHash(global_.span());
 
-  if (!o_.metrics_out.empty()) {
-    if (o_.resume) SHOAL_RETURN_IF_ERROR(TrimMetrics(o_.metrics_out, last_completed_));
-    metrics_.open(o_.metrics_out, o_.resume ? std::ios::app : std::ios::trunc);
-    if (!metrics_) return Status::IoError("cannot open --metrics-out " + o_.metrics_out + " for writing");
-  }
+  runtime::RecorderOptions ro;
+  ro.metrics_out = o_.metrics_out;
+  if (o_.resume) ro.resume_after = last_completed_;
+  if (!o_.checkpoint_dir.empty()) ro.checkpoint_path = (fs::path(o_.checkpoint_dir) / kCheckpointFile).string();
+  ro.print_table = o_.print_table;
+  ro.evaluates = !edge_;  // an edge holds the root's model and leaves evaluation to it
+  SHOAL_ASSIGN_OR_RETURN(recorder_, runtime::Recorder::Open(std::move(ro)));
 
   // Transport last, so a failure above never leaves a bound port behind.
   max_frame_bytes_ = protocol::MaxFrameBytes(o_.chunk_bytes);

@@ -43,6 +43,7 @@
 #include "protocol/federated.h"
 #include "protocol/messages.h"
 #include "privacy/secagg/protocol.h"
+#include "runtime/recorder.h"
 #include "runtime/secure_sum.h"
 #include "runtime/server/edge.h"
 #include "runtime/update.h"
@@ -61,10 +62,6 @@ inline constexpr const char* kCheckpointFile = "checkpoint.shoal";
 inline int64_t MillisSince(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
 }
-
-// After a restart, drops the metrics lines of rounds past the checkpoint (written just before
-// a crash), so every round appears once (recorder.cc).
-Status TrimMetrics(const std::string& path, uint64_t last_round);
 
 class Service::Impl {
  public:
@@ -266,11 +263,10 @@ class Service::Impl {
   // An assembled update's staleness, or nullopt (refused as late, counted) when it is beyond
   // --max-staleness or no commit is being filled.
   std::optional<uint64_t> BufferedStaleness(ClientState& c, uint64_t round);
-  Status WriteMetrics(const nlohmann::json& line);
   // on_status: every 250 ms at most, and at once when `now` (a round has just closed).
   void PublishStatus(bool now = false);
-  void PrintTableRow(const RoundReport& r);
-  Status SaveCheckpoint();
+  // What the checkpoint holds after the last completed round (state.cc).
+  Checkpoint CheckpointState() const;
   void SendByeToAll(const std::string& reason);
   // After a resume with every round done: Bye to whoever registers until `until`.
   std::optional<Status> TellLateClientsTheRunIsOver(Clock::time_point until, std::chrono::milliseconds max_wait);
@@ -336,11 +332,10 @@ class Service::Impl {
   uint64_t last_completed_ = 0;
   RoundState round_;
   bool waiting_logged_ = false;
-  bool table_header_printed_ = false;
   Clock::time_point last_status_;
   bool closing_ = false;  // Bye sent to everyone: connections closing is expected
 
-  std::ofstream metrics_;
+  std::unique_ptr<runtime::Recorder> recorder_;  // metrics line, checkpoint, table row
   uint64_t frames_rejected_ = 0;
   // Updates for a round already closed (counted at their first chunk); asynchronous: updates
   // beyond --max-staleness.

@@ -1,44 +1,8 @@
+// The service's state as others see it: the live status (ServerOptions::on_status) and what a
+// checkpoint holds (written by runtime/recorder.h), and the committed rounds read back.
 #include "runtime/server/service_impl.h"
 
 namespace shoal::aggregator {
-
-Status TrimMetrics(const std::string& path, uint64_t last_round) {
-  std::ifstream in(path);
-  if (!in) return Status::Ok();
-  std::string kept, line;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_discarded() && j.contains("round") && j["round"].is_number_unsigned() &&
-        j["round"].get<uint64_t>() <= last_round)
-      kept += line + '\n';
-  }
-  in.close();
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << kept;
-    if (!out) return Status::IoError("cannot rewrite --metrics-out " + path);
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) return Status::IoError("cannot rewrite --metrics-out " + path + ": " + ec.message());
-  return Status::Ok();
-}
-
-void Service::Impl::PrintTableRow(const RoundReport& r) {
-  if (r.round == 1 || r.round % 20 == 1 || !table_header_printed_)
-    std::printf("%6s %9s %9s %12s %12s %9s %5s\n", "round", "accuracy", "loss", "bytes_up", "bytes_down", "ms", "ok");
-  table_header_printed_ = true;
-  char accuracy[32] = "-", loss[32] = "-";  // an edge does not evaluate (its root does)
-  if (!edge_) {
-    std::snprintf(accuracy, sizeof accuracy, "%.4f", r.test_accuracy);
-    std::snprintf(loss, sizeof loss, "%.4f", r.test_loss);
-  }
-  std::printf("%6llu %9s %9s %12llu %12llu %9.1f %2zu/%zu\n", static_cast<unsigned long long>(r.round), accuracy, loss,
-              static_cast<unsigned long long>(r.bytes_up),
-              static_cast<unsigned long long>(r.bytes_down), r.seconds * 1000.0, r.clients_reported, r.clients_selected);
-  std::fflush(stdout);
-}
 
 void Service::Impl::PublishStatus(bool now) {
   if (!o_.on_status || (!now && Clock::now() - last_status_ < std::chrono::milliseconds(250))) return;
@@ -67,14 +31,6 @@ void Service::Impl::PublishStatus(bool now) {
   o_.on_status(s);
 }
 
-Status Service::Impl::WriteMetrics(const nlohmann::json& line) {
-  if (!metrics_.is_open()) return Status::Ok();
-  metrics_ << line.dump() << '\n';
-  metrics_.flush();
-  if (!metrics_) return Status::IoError("writing --metrics-out " + o_.metrics_out + " failed");
-  return Status::Ok();
-}
-
 Status Service::Impl::LoadCommittedRounds(const std::string& json) {
   auto bad = [](const std::string& why) { return Status::Corruption("its committed_rounds section " + why); };
   nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
@@ -93,8 +49,7 @@ Status Service::Impl::LoadCommittedRounds(const std::string& json) {
   return Status::Ok();
 }
 
-Status Service::Impl::SaveCheckpoint() {
-  if (o_.checkpoint_dir.empty()) return Status::Ok();
+Checkpoint Service::Impl::CheckpointState() const {
   Checkpoint ck;
   ck.round = last_completed_;
   ck.model_spec = task_.model;
@@ -105,7 +60,7 @@ Status Service::Impl::SaveCheckpoint() {
   const std::vector<uint8_t> down = down_codec_->SaveState();
   ck.sections.emplace_back("codec_down", std::string(down.begin(), down.end()));
   ck.sections.emplace_back("committed_rounds", nlohmann::json(committed_rounds_).dump());
-  return WriteCheckpoint((fs::path(o_.checkpoint_dir) / kCheckpointFile).string(), ck);
+  return ck;
 }
 
 }  // namespace shoal::aggregator
