@@ -162,7 +162,11 @@ Evaluation Service::Impl::EvaluateGlobal() {
   return Evaluation{};
 }
 
-Status Service::Impl::CloseRound() {
+// The round ends: the selected clients that neither reported nor failed fail by the
+// deadline, the secure aggregate (if any) joins the accumulator, and the results come out
+// sorted by client key, so the round's metrics sum in a fixed order (the aggregate itself is
+// exact and needs no order).
+StatusOr<Service::Impl::ClosedRound> Service::Impl::EndRound() {
   if (!async_) {  // an asynchronous strategy's clients keep training for the next commits
     for (uint32_t id : round_.selected) {
       if (Settled(id)) continue;
@@ -171,95 +175,76 @@ Status Service::Impl::CloseRound() {
     }
     deadline_.EndRound();
   }
-  nlohmann::json secagg_line = nlohmann::json::object();
-  if (round_.secagg) SHOAL_RETURN_IF_ERROR(AddSecureAggregate(secagg_line));
+  ClosedRound c;
+  c.secagg_line = nlohmann::json::object();
+  if (round_.secagg) SHOAL_RETURN_IF_ERROR(AddSecureAggregate(c.secagg_line));
   round_.open = false;
+  for (auto& [id, r] : round_.results) c.results.push_back(std::move(r));
+  std::sort(c.results.begin(), c.results.end(), [](const Reported& a, const Reported& b) {
+    return std::tie(a.client, a.client_id) < std::tie(b.client, b.client_id);
+  });
+  for (auto& [id, f] : round_.failures) c.failures.push_back(f);
+  return c;
+}
 
-  // Sorted by client key so the round's metrics sum in a fixed order (the aggregate itself is
-  // exact and needs no order).
-  std::vector<Reported> results;
-  for (auto& [id, r] : round_.results) results.push_back(std::move(r));
-  std::sort(results.begin(), results.end(),
-            [](const Reported& a, const Reported& b) { return std::tie(a.client, a.client_id) < std::tie(b.client, b.client_id); });
-  std::vector<ClientFailure> failures;
-  for (auto& [id, f] : round_.failures) failures.push_back(f);
-
-  // An edge applies nothing: its model is the parent's, and its partial sum goes up below,
-  // with the round's report.
-  bool updated = false;
-  if (!edge_ && results.size() >= o_.min_results) {
-    SHOAL_ASSIGN_OR_RETURN(auto delta, round_.accumulator->Finish(failures));
+// The root's commit: the aggregate through the download codec into the global model (never
+// one that holds NaN/Inf), then its hash, and each contributor told whether its update is in.
+// An edge commits nothing: its model is the parent's, and its clients' updates are committed
+// there.
+Status Service::Impl::Commit(ClosedRound& c) {
+  if (c.results.size() >= o_.min_results) {
+    SHOAL_ASSIGN_OR_RETURN(auto delta, round_.accumulator->Finish(c.failures));
     if (delta) {
-      // The download codec compresses the global delta; the model committed is the one every
-      // replica makes of the payload (runtime/update.h), and never one that holds NaN/Inf.
+      // The model committed is the one every replica makes of the payload (runtime/update.h).
       SHOAL_ASSIGN_OR_RETURN(auto down, runtime::EncodeDownload(*down_codec_, o_.seed, round_.number, *delta, global_.span()));
       if (down.model) {
         SHOAL_RETURN_IF_ERROR(global_.Assign(*down.model));
         last_delta_ = LastDelta{std::move(down.payload), global_hash_, round_.number};
-        updated = true;
+        c.updated = true;
       } else {
         spdlog::error("round {}: the aggregate would make the model non-finite; model unchanged", round_.number);
       }
     }
-  } else if (!edge_) {
-    spdlog::warn("round {}: {} updates, fewer than --min-results {}; model unchanged", round_.number, results.size(),
+  } else {
+    spdlog::warn("round {}: {} updates, fewer than --min-results {}; model unchanged", round_.number, c.results.size(),
                  o_.min_results);
   }
-  if (!edge_) {  // an edge's model is the parent's, unchanged, and its clients' updates are committed there
-    global_hash_ = crypto::ModelHash(global_.span());
-    SettleContributors(results, updated);
-  }
-  // The root evaluates the model; an edge holds the root's model and leaves that to it (its
-  // metrics line has no test_ fields).
-  const Evaluation eval = edge_ ? Evaluation{} : EvaluateGlobal();
-  last_completed_ = round_.number;
-  const double seconds = std::chrono::duration<double>(Clock::now() - round_.started).count();
-  const transport::Traffic& t = server_->traffic();
-  const uint64_t bytes_up = t.bytes_received - round_.traffic_at_start.bytes_received;
-  const uint64_t bytes_down = t.bytes_sent - round_.traffic_at_start.bytes_sent;
-  const uint64_t model_bytes = global_.size() * sizeof(float);
-  const uint64_t dense_equiv = model_bytes * (round_.selected.size() + results.size());
+  global_hash_ = crypto::ModelHash(global_.span());
+  SettleContributors(c.results, c.updated);
+  return Status::Ok();
+}
 
+RoundReport Service::Impl::Report(const ClosedRound& c, const Evaluation& eval) const {
   double train_loss = 0.0, encode_seconds = 0.0;
   uint64_t weight = 0;
-  // Federated evaluation: clients whose trainer evaluates report the received global model's
-  // loss and accuracy on their own data; weighted by their evaluation examples.
-  double eval_loss = 0.0, eval_accuracy = 0.0, eval_weight = 0.0;
-  for (const auto& rep : results) {
-    const protocol::UpdateReport& u = rep.report;
-    if (u.train_loss) {
-      train_loss += *u.train_loss * static_cast<double>(rep.num_examples);
+  for (const auto& rep : c.results) {
+    if (rep.report.train_loss) {
+      train_loss += *rep.report.train_loss * static_cast<double>(rep.num_examples);
       weight += rep.num_examples;
     }
-    encode_seconds += u.encode_seconds;
-    if (u.eval) {
-      const double n = static_cast<double>(u.eval->num_examples);
-      eval_loss += n * u.eval->loss;
-      eval_accuracy += n * u.eval->accuracy;
-      eval_weight += n;
-    }
+    encode_seconds += rep.report.encode_seconds;
   }
-
+  const transport::Traffic& t = server_->traffic();
   RoundReport r;
   r.round = round_.number;
   r.clients_selected = round_.selected.size();
-  r.clients_reported = results.size();
-  r.clients_dropped = failures.size();
+  r.clients_reported = c.results.size();
+  r.clients_dropped = c.failures.size();
   r.clients_registered = clients_.size();
   r.test_loss = eval.loss;
   r.test_accuracy = eval.accuracy;
   for (const auto& [name, value] : eval.metrics) r.evaluation_metrics.push_back({name, value});
   r.train_loss = weight ? train_loss / static_cast<double>(weight) : 0.0;
-  r.bytes_up = bytes_up;
-  r.bytes_down = bytes_down;
-  r.bytes_dense_equiv = dense_equiv;
-  r.seconds = seconds;
+  r.bytes_up = t.bytes_received - round_.traffic_at_start.bytes_received;
+  r.bytes_down = t.bytes_sent - round_.traffic_at_start.bytes_sent;
+  r.bytes_dense_equiv = global_.size() * sizeof(float) * (round_.selected.size() + c.results.size());
+  r.seconds = std::chrono::duration<double>(Clock::now() - round_.started).count();
   r.model_hash = global_hash_;
-  r.model_updated = updated;
+  r.model_updated = c.updated;
   r.strategy_metrics = strategy_->RoundMetrics();
   r.codec_up = task_.codec;
   r.codec_down = task_.codec_down;
-  r.encode_seconds = results.empty() ? 0.0 : encode_seconds / static_cast<double>(results.size());
+  r.encode_seconds = c.results.empty() ? 0.0 : encode_seconds / static_cast<double>(c.results.size());
   r.decode_seconds = round_.decode_seconds;
   r.deadline_seconds = round_.deadline_ms / 1000.0;
   r.resyncs = resyncs_;
@@ -273,19 +258,38 @@ Status Service::Impl::CloseRound() {
   r.evaluations_failed = evaluations_failed_;
   r.secure = server_->secure();
   r.allow_list_keys = allow_list_ ? allow_list_->size() : 0;
-  if (edge_) ReportToParent(r.clients_reported, r.train_loss);
-  // What the report does not hold, for the metrics line.
-  nlohmann::json line = nlohmann::json::object();
+  return r;
+}
+
+// What the metrics line holds beyond the report.
+nlohmann::json Service::Impl::LineExtras(const ClosedRound& c, const RoundReport& r) {
+  nlohmann::json line = c.secagg_line;
   if (evaluator_) line["evaluations_failed"] = r.evaluations_failed;
   if (slow_codec_) line["updates_slow_codec"] = round_.slow_codec_updates;
   uint64_t via_edges = 0;  // client updates inside edge aggregators' partial sums
-  for (const auto& rep : results) via_edges += rep.partial_updates;
+  // Federated evaluation: clients whose trainer evaluates report the received global model's
+  // loss and accuracy on their own data (before this round's update); weighted by their
+  // evaluation examples.
+  double eval_loss = 0.0, eval_accuracy = 0.0, eval_weight = 0.0;
+  for (const auto& rep : c.results) {
+    via_edges += rep.partial_updates;
+    if (const auto& e = rep.report.eval) {
+      const double n = static_cast<double>(e->num_examples);
+      eval_loss += n * e->loss;
+      eval_accuracy += n * e->accuracy;
+      eval_weight += n;
+    }
+  }
   if (via_edges) line["updates_via_edges"] = via_edges;
-  for (const auto& [key, value] : secagg_line.items()) line[key] = value;
-  if (model_->batch_kind() == nn::BatchKind::kTokens && !edge_) line["test_bits_per_byte"] = nn::BitsPerByte(r.test_loss);
+  if (eval_weight > 0) {
+    line["client_eval_loss"] = eval_loss / eval_weight;
+    line["client_eval_accuracy"] = eval_accuracy / eval_weight;
+  }
+  if (edge_) return line;  // the rest is of the evaluation, which the root does
+  if (model_->batch_kind() == nn::BatchKind::kTokens) line["test_bits_per_byte"] = nn::BitsPerByte(r.test_loss);
   // A model that predicts one class scores the majority class's share: say so, once, with
   // the usual causes (from round 5: the first rounds may sit there briefly).
-  if (majority_class_rate_ > 0 && !edge_) {
+  if (majority_class_rate_ > 0) {
     line["majority_class_rate"] = majority_class_rate_;
     if (!majority_warned_ && r.round >= 5 && r.test_accuracy <= majority_class_rate_ + 0.005) {
       majority_warned_ = true;
@@ -294,11 +298,18 @@ Status Service::Impl::CloseRound() {
                    "(csv:PATH,label=NAME)", r.round, r.test_accuracy, majority_class_rate_);
     }
   }
-  if (eval_weight > 0) {  // of the model the clients received this round (before the update)
-    line["client_eval_loss"] = eval_loss / eval_weight;
-    line["client_eval_accuracy"] = eval_accuracy / eval_weight;
-  }
-  SHOAL_RETURN_IF_ERROR(recorder_->Record(r, line, [this] { return CheckpointState(); }));
+  return line;
+}
+
+Status Service::Impl::CloseRound() {
+  SHOAL_ASSIGN_OR_RETURN(ClosedRound c, EndRound());
+  if (!edge_) SHOAL_RETURN_IF_ERROR(Commit(c));
+  // The root evaluates the model; an edge holds the root's model and leaves that to it.
+  const Evaluation eval = edge_ ? Evaluation{} : EvaluateGlobal();
+  last_completed_ = round_.number;
+  const RoundReport r = Report(c, eval);
+  if (edge_) ReportToParent(r.clients_reported, r.train_loss);
+  SHOAL_RETURN_IF_ERROR(recorder_->Record(r, LineExtras(c, r), [this] { return CheckpointState(); }));
   spdlog::info("round {} done: accuracy {:.4f}, loss {:.4f}, {}/{} clients, {:.2f}s", r.round, r.test_accuracy,
                r.test_loss, r.clients_reported, r.clients_selected, r.seconds);
   if (o_.on_round) o_.on_round(r);

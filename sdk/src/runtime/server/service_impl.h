@@ -227,7 +227,19 @@ class Service::Impl {
     if (round_.secagg) return round_.secagg->stage == RoundState::SecAgg::Stage::kDone;
     return round_.results.size() + round_.failures.size() >= round_.selected.size();
   }
+  // A round's close, in order (rounds.cc): EndRound collects it as a typed value, Commit
+  // applies it (the root), Report and LineExtras describe it, the recorder records it.
+  struct ClosedRound {
+    std::vector<Reported> results;      // sorted by client key
+    std::vector<ClientFailure> failures;
+    bool updated = false;                // the global model moved
+    nlohmann::json secagg_line;          // the secure aggregation's own fields
+  };
   Status CloseRound();
+  StatusOr<ClosedRound> EndRound();
+  Status Commit(ClosedRound& c);
+  RoundReport Report(const ClosedRound& c, const Evaluation& eval) const;
+  nlohmann::json LineExtras(const ClosedRound& c, const RoundReport& r);
   // The global model's score: the application's evaluator's, or the held-out split's.
   Evaluation EvaluateGlobal();
   // A fresh round `number`; an asynchronous strategy's uploads in flight carry over to it.
