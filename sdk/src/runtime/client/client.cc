@@ -198,8 +198,8 @@ std::optional<Status> Client::Impl::Iterate(milliseconds max_wait) {
     return std::nullopt;
   }
   if (training_) {
-    if (train_done_.load()) {
-      Status st = FinishTraining();
+    if (std::optional<Trained> done = TakeTrained()) {
+      Status st = FinishTraining(std::move(*done));
       if (!st.ok()) return st;
     } else if (t - last_progress_event_ >= milliseconds(100)) {
       ClientEvent e(ClientEvent::Kind::kProgress);

@@ -102,7 +102,23 @@ class Client::Impl {
   Status HandleWelcome(const protocol::Header& h, protocol::WelcomeInfo w);
   Status HandleRoundTask(const protocol::Header& h, const protocol::RoundTask& t);
   Status RequestResync(uint64_t round, const std::string& why);
-  Status FinishTraining();
+  // A round's training as the worker hands it to the loop.
+  struct Trained {
+    uint64_t round = 0;
+    Status status;
+    TrainResult result;
+    std::optional<EvalResult> eval;  // of the model received, before training
+  };
+  // Where a trained round goes, chosen once per registration (HandleWelcome): encoded through
+  // the upload stages; held until this client's shares arrive, then masked (secure
+  // aggregation, secagg.cc); or, on an edge aggregator, replaced by its clients' partial sum.
+  enum class Upload { kEncoded, kMasked, kPartialSum };
+  Upload upload_ = Upload::kEncoded;
+  // The worker's result once it is done (and then training_ is over), else nullopt.
+  std::optional<Trained> TakeTrained();
+  Status FinishTraining(Trained t);
+  Status SendPartialSum(const Trained& t);
+  Status EncodeAndSend(runtime::Update u);
   // Sends a round's update payload in chunks, each framed by `frame` (Update, or the masked
   // input); once every chunk is out the client awaits its Ack and counts the round trained.
   // `what` names the payload in the warning when sending fails.
@@ -111,7 +127,7 @@ class Client::Impl {
   void StartTraining(ReplicaCache::Replica global, RoundConfig config);
   void StopTraining();
   void WorkerLoop();
-  void TrainJob(std::span<const float> global, const RoundConfig& config);
+  Trained TrainJob(std::span<const float> global, const RoundConfig& config);
   void Unregister(const std::string& why);
   // Secure aggregation (secagg.cc).
   void StartSecAgg(uint64_t round);
@@ -184,16 +200,13 @@ class Client::Impl {
   std::thread worker_;
   std::mutex work_mu_;
   std::condition_variable work_cv_;
-  std::optional<Job> job_;  // guarded by work_mu_
-  bool quit_ = false;       // guarded by work_mu_
+  std::optional<Job> job_;          // guarded by work_mu_
+  std::optional<Trained> trained_;  // guarded by work_mu_: the worker's result, until taken
+  bool quit_ = false;               // guarded by work_mu_
   bool training_ = false;   // loop thread only: a round is with the worker and not yet collected
   std::atomic<bool> train_cancel_{false};
-  std::atomic<bool> train_done_{false};  // the worker finished the round (set under work_mu_)
   std::atomic<float> progress_{0.0f};
   uint64_t training_round_ = 0;
-  Status train_status_;
-  TrainResult train_result_;
-  std::optional<EvalResult> train_eval_;  // of the model received, before training
   runtime::UpdatePipeline update_stages_;  // what an update goes through before it is sent
   // The per-client upload codec (task.codec_slow, training.cc): its stages, and the measured
   // upload rate that chooses it: an update's bytes over the time from its first chunk sent to

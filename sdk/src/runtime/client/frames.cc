@@ -66,6 +66,7 @@ Status Client::Impl::HandleWelcome(const protocol::Header& h, protocol::WelcomeI
   if (hooks_.partial_sum && w->privacy.secagg)
     return Status::FailedPrecondition("the parent aggregator runs secure aggregation, which sums masked client "
                                       "updates; an edge aggregator's partial sum cannot join it (docs/DEPLOY.md, tiers)");
+  upload_ = hooks_.partial_sum ? Upload::kPartialSum : w->privacy.secagg ? Upload::kMasked : Upload::kEncoded;
   session_ = h.session;
   client_id_ = w->client_id;
   welcome_ = std::move(*w);

@@ -5,13 +5,13 @@ namespace shoal {
 void Client::Impl::StartTraining(ReplicaCache::Replica global, RoundConfig config) {
   StopTraining();
   train_cancel_ = cancel_.load();
-  train_done_ = false;
   progress_ = 0.0f;
   training_round_ = config.round;
   training_ = true;
   if (hooks_.train_inline) {  // on this thread, now; the loop collects the result as usual
-    TrainJob(*global, config);
-    train_done_ = true;
+    Trained t = TrainJob(*global, config);
+    std::lock_guard<std::mutex> lock(work_mu_);
+    trained_ = std::move(t);
     return;
   }
   {
@@ -30,94 +30,110 @@ void Client::Impl::WorkerLoop() {
     Job job = std::move(*job_);
     job_.reset();
     lock.unlock();
-    TrainJob(*job.global, job.config);
+    Trained t = TrainJob(*job.global, job.config);
     lock.lock();
-    train_done_ = true;
+    trained_ = std::move(t);
     work_cv_.notify_all();
   }
 }
 
 // One round on the worker: federated evaluation of the global model as received, on this
 // client's data, before it trains (trainers without Evaluate skip it), then local training.
-void Client::Impl::TrainJob(std::span<const float> global, const RoundConfig& config) {
+Client::Impl::Trained Client::Impl::TrainJob(std::span<const float> global, const RoundConfig& config) {
   TrainContext ctx;
   ctx.progress = [this](float p) { progress_.store(std::clamp(p, 0.0f, 1.0f)); };
   ctx.cancel = &train_cancel_;
-  TrainResult result;
-  Status st;
-  std::optional<EvalResult> eval;
+  Trained t;
+  t.round = config.round;
   try {  // an application trainer must not take the client down
     EvalResult e;
     Status evaluated = trainer_->Evaluate(global, &e);
-    if (evaluated.ok() && std::isfinite(e.loss) && std::isfinite(e.accuracy)) eval = e;
+    if (evaluated.ok() && std::isfinite(e.loss) && std::isfinite(e.accuracy)) t.eval = e;
     if (!evaluated.ok() && evaluated.code() != StatusCode::kFailedPrecondition)  // FailedPrecondition: cannot evaluate
       spdlog::warn("round {}: evaluating the received model failed: {}", config.round, evaluated.message());
-    st = trainer_->Train(global, config, ctx, &result);
+    t.status = trainer_->Train(global, config, ctx, &t.result);
   } catch (const std::exception& e) {
-    st = Status::Internal(std::string("trainer threw: ") + e.what());
+    t.status = Status::Internal(std::string("trainer threw: ") + e.what());
   } catch (...) {
-    st = Status::Internal("trainer threw a non-standard exception");
+    t.status = Status::Internal("trainer threw a non-standard exception");
   }
-  train_status_ = st;
-  train_result_ = std::move(result);
-  train_eval_ = eval;
+  return t;
+}
+
+std::optional<Client::Impl::Trained> Client::Impl::TakeTrained() {
+  std::optional<Trained> t;
+  {
+    std::lock_guard<std::mutex> lock(work_mu_);
+    t.swap(trained_);
+  }
+  if (t) {
+    training_ = false;
+    training_round_ = 0;
+  }
+  return t;
 }
 
 // Abandons the round with the worker, if any: tells it to stop and waits until the trainer
-// returns (a trainer that ignores the cancel flag holds the loop until it does).
+// returns (a trainer that ignores the cancel flag holds the loop until it does); its result
+// is dropped.
 void Client::Impl::StopTraining() {
   if (training_) {
     train_cancel_ = true;
     std::unique_lock<std::mutex> lock(work_mu_);
-    work_cv_.wait(lock, [this] { return train_done_.load(); });
+    work_cv_.wait(lock, [this] { return trained_.has_value(); });
+    trained_.reset();
   }
   training_ = false;
-  train_done_ = false;
   training_round_ = 0;
 }
 
-Status Client::Impl::FinishTraining() {
-  // Called once train_done_ is seen: the worker wrote train_status_/train_result_ before it.
-  training_ = false;
-  train_done_ = false;
-  const uint64_t round = training_round_;
-  training_round_ = 0;
-  if (!train_status_.ok()) {
-    if (train_status_.code() == StatusCode::kCancelled) return Status::Ok();
-    spdlog::error("round {}: local training failed: {}", round, train_status_.ToString());
+Status Client::Impl::FinishTraining(Trained t) {
+  if (!t.status.ok()) {
+    if (t.status.code() == StatusCode::kCancelled) return Status::Ok();
+    spdlog::error("round {}: local training failed: {}", t.round, t.status.ToString());
     return Status::Ok();  // the aggregator times this client out for the round; keep serving
   }
-  if (hooks_.partial_sum) {  // an edge aggregator: its clients' exact partial sum, as it is
-    std::optional<std::vector<uint8_t>> bytes = hooks_.partial_sum(round);
-    if (!bytes) return Status::Ok();
-    runtime::Update u;
-    u.round = round;
-    u.num_examples = train_result_.num_examples;
-    u.report = protocol::UpdateReport::FromTrainer(train_result_.metrics);
-    SendUpdatePayload(u, *bytes, "partial sum", [&](const protocol::Header& h, const protocol::ChunkRef& chunk) {
-      return protocol::EncodeUpdate(h, u.num_examples, u.report, protocol::PayloadEncoding::PartialSum, chunk);
-    });
-    return Status::Ok();
-  }
+  if (upload_ == Upload::kPartialSum) return SendPartialSum(t);
   const size_t expected = LayoutSize(welcome_->task.layout);
-  if (train_result_.delta.size() != expected)
-    return Status::Internal("trainer returned a delta of " + std::to_string(train_result_.delta.size()) +
+  if (t.result.delta.size() != expected)
+    return Status::Internal("trainer returned a delta of " + std::to_string(t.result.delta.size()) +
                             " floats; the model has " + std::to_string(expected));
-  // The update stages (today: the codec, with error feedback when it has it).
   runtime::Update u;
   u.author = o_.name;
-  u.round = round;
-  u.num_examples = std::max<uint64_t>(train_result_.num_examples, 1);  // the aggregator refuses more than kMaxExamples
-  u.delta = std::move(train_result_.delta);
-  u.report = protocol::UpdateReport::FromTrainer(train_result_.metrics);
-  u.report.eval = train_eval_;
-  if (welcome_->privacy.secagg) {  // masked once this client's shares have arrived (secagg.cc)
-    if (round == secagg_round_) {
+  u.round = t.round;
+  u.num_examples = std::max<uint64_t>(t.result.num_examples, 1);  // the aggregator refuses more than kMaxExamples
+  u.delta = std::move(t.result.delta);
+  u.report = protocol::UpdateReport::FromTrainer(t.result.metrics);
+  u.report.eval = t.eval;
+  if (upload_ == Upload::kMasked) {  // masked once this client's shares have arrived (secagg.cc)
+    if (t.round == secagg_round_) {
       secagg_pending_ = std::move(u);
       SendMaskedIfReady();
     }
     return Status::Ok();
   }
+  return EncodeAndSend(std::move(u));
+}
+
+// An edge aggregator's round: its clients' exact partial sum, as it is, in place of a trained
+// delta (the edge's trainer only waits for its own round to close).
+Status Client::Impl::SendPartialSum(const Trained& t) {
+  std::optional<std::vector<uint8_t>> bytes = hooks_.partial_sum(t.round);
+  if (!bytes) return Status::Ok();
+  runtime::Update u;
+  u.round = t.round;
+  u.num_examples = t.result.num_examples;
+  u.report = protocol::UpdateReport::FromTrainer(t.result.metrics);
+  SendUpdatePayload(u, *bytes, "partial sum", [&](const protocol::Header& h, const protocol::ChunkRef& chunk) {
+    return protocol::EncodeUpdate(h, u.num_examples, u.report, protocol::PayloadEncoding::PartialSum, chunk);
+  });
+  return Status::Ok();
+}
+
+// Through the upload stages (the codec, with error feedback when it has it), in the slow
+// codec or the usual one by the measured upload rate; journaled, then sent.
+Status Client::Impl::EncodeAndSend(runtime::Update u) {
+  const uint64_t round = u.round;
   const bool slow = UseSlowCodec();
   if (slow_codec_ && slow != sent_slow_) {
     spdlog::info("round {}: measured upload {:.3g} Mbit/s, {} --codec-slow {}", round, upload_mbps_.value_or(0.0),
