@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -19,6 +20,9 @@ Status InitLogging(const std::string& level, const std::string& program, const s
 std::atomic<bool>& InstallStopSignals();
 // Installs a SIGHUP handler that sets the returned flag (the reader clears it).
 std::atomic<bool>& InstallReloadSignal();
+
+// A flag's seconds as the options' milliseconds (rounded; the caller has checked the range).
+inline uint32_t Millis(double seconds) { return static_cast<uint32_t>(std::llround(seconds * 1000.0)); }
 
 // "16777216", "64K", "16M", "1G" (binary multiples) -> bytes.
 StatusOr<uint64_t> ParseByteSize(const std::string& text);

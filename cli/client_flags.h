@@ -81,8 +81,8 @@ inline Status ApplyClientFlags(const boost::program_options::variables_map& vm, 
     co.max_frame_bytes = *frame;
   }
   if (!(f.connect_timeout_s > 0) || !(f.reconnect_timeout_s > 0)) return Status::InvalidArgument("timeouts must be positive");
-  co.connect_timeout_ms = static_cast<uint32_t>(std::llround(f.connect_timeout_s * 1000));
-  co.reconnect_timeout_ms = static_cast<uint32_t>(std::llround(f.reconnect_timeout_s * 1000));
+  co.connect_timeout_ms = Millis(f.connect_timeout_s);
+  co.reconnect_timeout_ms = Millis(f.reconnect_timeout_s);
   return Status::Ok();
 }
 

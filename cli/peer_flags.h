@@ -4,7 +4,6 @@
 
 #include <boost/program_options.hpp>
 
-#include <cmath>
 #include <string>
 
 #include "cli/cli.h"
@@ -90,11 +89,10 @@ inline Status ApplyPeerFlags(const boost::program_options::variables_map& vm, co
   o.chunk_bytes = static_cast<uint32_t>(*bytes);
   if (!(f.step_timeout_s > 0) || !(f.heartbeat_s > 0) || !(f.heartbeat_timeout_s > f.heartbeat_s) || !(f.join_timeout_s > 0))
     return Status::InvalidArgument("timeouts must be positive and --heartbeat-timeout above --heartbeat-interval");
-  const auto millis = [](double s) { return static_cast<uint32_t>(std::llround(s * 1000.0)); };
-  o.step_timeout_ms = millis(f.step_timeout_s);
-  o.heartbeat_interval_ms = millis(f.heartbeat_s);
-  o.heartbeat_timeout_ms = millis(f.heartbeat_timeout_s);
-  o.join_timeout_ms = millis(f.join_timeout_s);
+  o.step_timeout_ms = Millis(f.step_timeout_s);
+  o.heartbeat_interval_ms = Millis(f.heartbeat_s);
+  o.heartbeat_timeout_ms = Millis(f.heartbeat_timeout_s);
+  o.join_timeout_ms = Millis(f.join_timeout_s);
   return Status::Ok();
 }
 

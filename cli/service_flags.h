@@ -154,20 +154,19 @@ inline Status ApplyServiceFlags(const ServiceFlags& f, ServerOptions& o) {
     return Status::InvalidArgument("timeouts and intervals must be positive");
   if (!(f.deadline_min_s >= 0 && f.deadline_min_s <= f.round_timeout_s))
     return Status::InvalidArgument("--deadline-min must be between 0 and --round-timeout");
-  auto millis = [](double s) { return static_cast<uint32_t>(std::llround(s * 1000.0)); };
-  o.round_timeout_ms = millis(f.round_timeout_s);
-  o.deadline.min_ms = millis(f.deadline_min_s);
-  o.heartbeat_interval_ms = millis(f.heartbeat_s);
-  o.heartbeat_timeout_ms = millis(f.heartbeat_timeout_s);
+  o.round_timeout_ms = cli::Millis(f.round_timeout_s);
+  o.deadline.min_ms = cli::Millis(f.deadline_min_s);
+  o.heartbeat_interval_ms = cli::Millis(f.heartbeat_s);
+  o.heartbeat_timeout_ms = cli::Millis(f.heartbeat_timeout_s);
   o.optimizer.name = f.optimizer;
   if (f.dp_mode != "" && f.dp_mode != "central" && f.dp_mode != "distributed")
     return Status::InvalidArgument("--dp-mode must be central or distributed");
   o.dp.distributed = f.dp_mode.empty() ? o.secagg.enabled : f.dp_mode == "distributed";
   if (!(f.secagg_stage_timeout_s > 0)) return Status::InvalidArgument("--secagg-stage-timeout must be positive");
-  o.secagg.stage_timeout_ms = millis(f.secagg_stage_timeout_s);
+  o.secagg.stage_timeout_ms = cli::Millis(f.secagg_stage_timeout_s);
   if (!(f.upstream_timeout_s > 0 && f.upstream_timeout_s < 86400))
     return Status::InvalidArgument("--upstream-timeout must be in (0, 86400) seconds");
-  o.upstream_timeout_ms = millis(f.upstream_timeout_s);
+  o.upstream_timeout_ms = cli::Millis(f.upstream_timeout_s);
   return Status::Ok();
 }
 

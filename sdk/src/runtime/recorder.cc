@@ -37,7 +37,7 @@ StatusOr<std::unique_ptr<Recorder>> Recorder::Open(RecorderOptions options) {
   if (!o.metrics_out.empty()) {
     if (o.resume_after) SHOAL_RETURN_IF_ERROR(TrimMetrics(o.metrics_out, *o.resume_after));
     r->out_.open(o.metrics_out, o.resume_after ? std::ios::app : std::ios::trunc);
-    if (!r->out_) return Status::IoError("cannot open " + o.flag + " " + o.metrics_out + " for writing");
+    if (!r->out_) return Status::IoError("cannot open --metrics-out " + o.metrics_out + " for writing");
   }
   return r;
 }
@@ -104,7 +104,7 @@ Status Recorder::WriteLine(nlohmann::json line, const nlohmann::json& extra) {
   for (const auto& [key, value] : extra.items()) line[key] = value;
   out_ << line.dump() << '\n';
   out_.flush();
-  if (!out_) return Status::IoError("writing " + o_.flag + " " + o_.metrics_out + " failed");
+  if (!out_) return Status::IoError("writing --metrics-out " + o_.metrics_out + " failed");
   return Status::Ok();
 }
 

@@ -23,7 +23,6 @@ namespace shoal::runtime {
 
 struct RecorderOptions {
   std::string metrics_out;               // JSON lines; empty = none
-  std::string flag = "--metrics-out";    // how errors name the file's option
   // Resuming after this round: lines of later rounds (written after the checkpoint, before a
   // crash) are dropped and new lines appended; unset = the file starts empty.
   std::optional<uint64_t> resume_after;
@@ -47,7 +46,6 @@ class Recorder {
   Status Record(const PeerStep& s, const nlohmann::json& extra);
 
   bool writes_metrics() const { return out_.is_open(); }
-  bool checkpoints() const { return !o_.checkpoint_path.empty(); }
 
  private:
   explicit Recorder(RecorderOptions o) : o_(std::move(o)) {}

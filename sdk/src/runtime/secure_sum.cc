@@ -4,13 +4,14 @@
 #include <cmath>
 
 #include "codec/round_context.h"
+#include "runtime/update.h"
 #include "privacy/dp/clip.h"
 #include "privacy/dp/discrete_gaussian.h"
 
 namespace shoal::runtime {
 
 std::vector<uint32_t> SecureSumCoordinates(const codec::Codec& codec, uint64_t task_seed, uint64_t round) {
-  return codec.SharedCoordinates(codec::MakeRoundContext(task_seed, round, 0));
+  return codec.SharedCoordinates(SharedContext(task_seed, round));
 }
 
 privacy::secagg::FixedPoint SecureSumEncoding(const protocol::PrivacyConfig& p, uint32_t roster_size,

@@ -93,10 +93,11 @@ Status EncodeUpload(codec::Codec& codec, uint64_t task_seed, uint64_t round, con
   return codec.EncodeInto(delta, codec::MakeRoundContext(task_seed, round, codec::NameSeed(author)), payload);
 }
 
+codec::RoundContext SharedContext(uint64_t task_seed, uint64_t round) { return codec::MakeRoundContext(task_seed, round, 0); }
+
 Status DecodeUpload(const codec::Codec& codec, uint64_t task_seed, uint64_t round, std::span<const uint8_t> payload,
                     std::span<float> out) {
-  // The shared seed only: decoding needs nothing private to the author.
-  return codec.Decode(payload, codec::MakeRoundContext(task_seed, round, 0), out);
+  return codec.Decode(payload, SharedContext(task_seed, round), out);
 }
 
 namespace {
@@ -105,7 +106,7 @@ namespace {
 StatusOr<bool> AddDecoded(const codec::Codec& codec, uint64_t task_seed, uint64_t round, std::span<const uint8_t> payload,
                           std::span<const float> base, std::vector<float>* model) {
   model->assign(base.size(), 0.0f);
-  SHOAL_RETURN_IF_ERROR(codec.Decode(payload, codec::MakeRoundContext(task_seed, round, 0), *model));
+  SHOAL_RETURN_IF_ERROR(codec.Decode(payload, SharedContext(task_seed, round), *model));
   bool finite = true;
   for (size_t i = 0; i < model->size(); ++i) {
     (*model)[i] += base[i];
@@ -119,7 +120,7 @@ StatusOr<bool> AddDecoded(const codec::Codec& codec, uint64_t task_seed, uint64_
 StatusOr<Download> EncodeDownload(codec::Codec& codec, uint64_t task_seed, uint64_t round, std::span<const float> delta,
                                   std::span<const float> base) {
   Download d;
-  SHOAL_ASSIGN_OR_RETURN(d.payload, codec.Encode(delta, codec::MakeRoundContext(task_seed, round, 0)));
+  SHOAL_ASSIGN_OR_RETURN(d.payload, codec.Encode(delta, SharedContext(task_seed, round)));
   std::vector<float> model;
   auto finite = AddDecoded(codec, task_seed, round, d.payload, base, &model);
   if (!finite.ok()) return finite.status().WithContext("decoding our own download delta");

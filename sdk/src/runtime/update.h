@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "codec/round_context.h"
 #include "protocol/federated.h"
 #include "shoal/status.h"
 
@@ -77,6 +78,10 @@ std::unique_ptr<UpdateStage> DecodeStage(const codec::Codec* codec, uint64_t tas
 // Every value finite, and (max_norm > 0) the L2 norm at most max_norm: a hostile or diverged
 // client cannot wreck the model with finite but huge values.
 std::unique_ptr<UpdateStage> ValidateStage(double max_norm);
+
+// The round context of everything decoded, and of the download's encoding: the task's shared
+// seed for `round`, nothing private to an author.
+codec::RoundContext SharedContext(uint64_t task_seed, uint64_t round);
 
 // The codec's upload directions, as the stages above and a peer's exchange run them: `delta`
 // of `author` in `round` encoded with the round's shared seed and the author's private one

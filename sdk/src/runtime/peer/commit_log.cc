@@ -200,7 +200,7 @@ Status Peer::Apply(uint64_t step, const std::vector<std::string>& authors) {
   SHOAL_ASSIGN_OR_RETURN(auto acc, exchange_->Start(step, w_));
   std::vector<float> decoded(n_);
   double loss = 0.0, weight = 0.0;
-  const auto ctx = codec::MakeRoundContext(swarm_info_.task.seed, step, 0);
+  const auto ctx = runtime::SharedContext(swarm_info_.task.seed, step);  // as DecodeUpload's
   runtime::TransformSum* mean = nullptr;
   if (exchange_->takes_the_mean() && codec_->linear_transform()) {
     if (!step_mean_) step_mean_ = std::make_unique<runtime::TransformSum>(*codec_);
